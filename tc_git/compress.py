@@ -1,0 +1,151 @@
+"""Retention for a task's drifts, then a repack that really frees the space.
+
+Steps, restores, imports, closes and restore points (the drift taken before each restore) are
+never dropped. Drifts are dropped when older than `keep_seconds` beyond the newest `minimum`
+ones, or beyond the newest `maximum` ones. Dropping rewrites the chain (the only rewrite tc-git
+ever does): commits after the first dropped drift are recreated with the same trees, messages,
+dates and notes. Then every object reachable from any ref is written to one new pack and the old
+packs and loose objects are removed, so the bytes of dropped states are gone.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pygit2
+
+from .timeline import NOTES_REF, Timeline
+
+
+def _dir_bytes(path: str) -> int:
+    total = 0
+    for dirpath, _d, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+            except FileNotFoundError:
+                pass
+    return total
+
+
+def compress_task(store, tl: Timeline, keep_seconds: int, minimum: int, maximum: int, progress=None) -> dict:
+    repo = tl.repo
+    chain = list(tl.walk())[::-1]  # oldest first
+    drifts = [e for e in chain if e.kind == "drift"]
+    now = time.time()
+    droppable = []
+    for rank, e in enumerate(reversed(drifts)):  # rank 0 = newest drift
+        rec = tl.record(e.oid)
+        if rec.get("restore_point"):
+            continue
+        too_old = rank >= minimum and now - e.time > keep_seconds
+        too_many = rank >= maximum
+        if too_old or too_many:
+            droppable.append(e.oid)
+    drop = set(droppable)
+    before = _dir_bytes(os.path.join(store.path, "objects"))
+    converted = 0
+    if drop:
+        parent = None
+        rewriting = False
+        for e in chain:
+            c = repo[e.oid]
+            if e.oid in drop:
+                rewriting = True
+                converted += 1
+                _remove_note(repo, e.oid)
+                continue
+            if not rewriting:
+                parent = e.oid
+                continue
+            new = repo.create_commit(None, c.author, c.committer, c.message, c.tree_id, [parent] if parent else [])
+            note = tl.record(e.oid)
+            note["rewritten_from"] = str(e.oid)
+            sig = c.committer
+            repo.create_note(json.dumps(note, ensure_ascii=False, sort_keys=True), sig, sig, str(new), NOTES_REF, True)
+            _remove_note(repo, e.oid)
+            parent = new
+        repo.references[tl.ref].set_target(parent, "tc: compress")
+    freed_by_pack = repack(store, progress)
+    after = _dir_bytes(os.path.join(store.path, "objects"))
+    return {"converted": converted, "eligible": len(droppable), "already_gone": 0,
+            "bytes_freed": max(0, before - after), "bytes_before": before, "bytes_after": after,
+            "packed_objects": freed_by_pack}
+
+
+def _remove_note(repo, oid) -> None:
+    try:
+        repo.lookup_note(str(oid), NOTES_REF)
+    except KeyError:
+        return
+    sig = pygit2.Signature("tc-git", "tc-git@localhost")
+    repo.remove_note(str(oid), sig, sig, NOTES_REF)
+
+
+def reachable(repo) -> set:
+    """Every object id reachable from any ref (commits, trees, blobs; gitlinks are not followed)."""
+    seen: set = set()
+    # The private index (stat cache) names blobs and, in its TREE cache, subtrees that the next
+    # snapshot will reuse without re-checking; they must survive a repack.
+    idx = repo.index
+    idx.read(False)
+    trees: list = [idx.write_tree()]
+    for name in repo.references:
+        try:
+            tip = repo.references[name].peel(pygit2.Commit).id
+        except (pygit2.GitError, ValueError, KeyError):
+            continue
+        stack = [tip]
+        while stack:
+            oid = stack.pop()
+            if oid in seen:
+                continue
+            seen.add(oid)
+            c = repo[oid]
+            trees.append(c.tree_id)
+            stack.extend(c.parent_ids)
+    while trees:
+        tid = trees.pop()
+        if tid in seen:
+            continue
+        seen.add(tid)
+        for entry in repo[tid]:
+            if entry.filemode == pygit2.enums.FileMode.TREE:
+                trees.append(entry.id)
+            elif entry.filemode != pygit2.enums.FileMode.COMMIT:
+                seen.add(entry.id)
+    return seen
+
+
+def repack(store, progress=None) -> int:
+    """Write all reachable objects into one pack, then delete old packs and loose objects."""
+    repo = store.repo
+    objs = reachable(repo)
+    pack_dir = os.path.join(store.path, "objects", "pack")
+    old_packs = [f for f in os.listdir(pack_dir) if f.startswith("pack-")] if os.path.isdir(pack_dir) else []
+    if progress:
+        progress(0, len(objs), "repacking")
+    pb = pygit2.PackBuilder(repo)
+    for oid in objs:
+        pb.add(oid)
+    pb.write(pack_dir)
+    new_name = f"pack-{pb.name}" if pb.name else None
+    # the new pack (with its .idx) is complete on disk before anything old goes away
+    for f in old_packs:
+        if new_name and f.startswith(new_name):
+            continue
+        os.unlink(os.path.join(pack_dir, f))
+    objects = os.path.join(store.path, "objects")
+    for d in os.listdir(objects):
+        if len(d) == 2 and all(ch in "0123456789abcdef" for ch in d):
+            sub = os.path.join(objects, d)
+            for f in os.listdir(sub):
+                os.unlink(os.path.join(sub, f))
+            os.rmdir(sub)
+        elif d.startswith("tmp_object_git2_"):
+            os.unlink(os.path.join(objects, d))
+    store.reopen()
+    if progress:
+        progress(len(objs), len(objs), "repacked")
+    return len(objs)

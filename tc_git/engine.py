@@ -1,0 +1,482 @@
+"""The one facade both front ends (CLI, MCP server) and the hooks call.
+
+`Engine(root)` binds a workspace to its store. Every operation returns a plain JSON-ready dict
+(the seed's field names, so agents written for task-checkpoint-mcp keep working) and raises a
+`TcError` subclass for anything the caller can fix. Writers run under the store's file lock.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pygit2
+
+from . import restore as restore_mod
+from . import snapshot as snapshot_mod
+from .errors import BadInput, NotFound, TaskClosed
+from .policy import Policy, exclude_file, validate_excludes
+from .resume import handoff_text
+from .store import POINTER_FILE, Store, atomic_write, check_root, locate
+from .timeline import TASK_ID_RE, Entry, Timeline
+
+EMPTY_TREE_HEX = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+MAX_LIST = 200  # longest path list in a result; the rest is counted
+
+
+def _now_iso(t: float | None = None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t if t is not None else time.time()))
+
+
+def _strings(value, name: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise BadInput(f"{name} must be a list of strings")
+    return [str(v) for v in value]
+
+
+class Engine:
+    def __init__(self, root, store: str | None = None, progress=None, agent: str | None = None,
+                 session: str | None = None):
+        self.root = check_root(root)
+        path, self._explicit_store = locate(self.root, store)
+        self.store = Store(path, self.root)
+        self.progress = progress  # callable(done, total, message) or None
+        self.agent, self.session = agent, session
+        self.policy = Policy(max_file=int(os.environ.get("TC_MAX_FILE_BYTES", 100 << 20)))
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def repo(self) -> pygit2.Repository:
+        return self.store.repo
+
+    def _require_store(self) -> None:
+        if not self.store.exists:
+            raise NotFound(f"no tc-git store for {self.root}: start a task with tc_init (tc init)")
+
+    def _task_id(self, task_id: str | None = None) -> str:
+        if task_id is not None:
+            if not TASK_ID_RE.match(str(task_id)):
+                raise BadInput(f"invalid task id {task_id!r}: letters, digits, '.', '_' or '-' only")
+            return task_id
+        active = self.store.active_task() if self.store.exists else None
+        if not active:
+            raise NotFound("no active task in this workspace: call tc_init to start one "
+                           "(or tc_switch to reopen an existing task)")
+        return active
+
+    def _timeline(self, task_id: str | None = None) -> Timeline:
+        self._require_store()
+        tl = Timeline(self.repo, self._task_id(task_id))
+        if not tl.exists():
+            raise NotFound(f"unknown task {tl.task_id}: list tasks with tc_show or `tc log --all`")
+        return tl
+
+    def _status(self, tl: Timeline, head: Entry) -> str:
+        if head.kind == "close":
+            return "closed"
+        return "open" if self.store.active_task() == tl.task_id else "suspended"
+
+    def _snapshot(self, task: dict) -> snapshot_mod.Snapshot:
+        """Snapshot the workspace under the task's exclude patterns."""
+        store_rel = None
+        if self.store.inside_workspace() and self.store.path.resolve() != self.root / ".checkpoints":
+            store_rel = self.store.path.resolve().relative_to(self.root).as_posix()
+        text = exclude_file(task.get("exclude"), store_rel)
+        path = self.store.path / "info" / "exclude"
+        try:
+            current = path.read_text()
+        except FileNotFoundError:
+            current = None
+        if current != text:
+            atomic_write(path, text.encode(), 0o600)
+            self.store.reopen()  # libgit2 caches ignore rules per repository handle
+        self.policy.large_cache = self.store.read_json("large-files.json", {})
+        snap = snapshot_mod.take(self.repo, self.policy, self.progress)
+        if any(x.why == "large" for x in snap.left):
+            keep = {k: v for k, v in self.policy.large_cache.items()
+                    if any(k.startswith(x.path + "\0") for x in snap.left)}
+            self.store.write_json("large-files.json", keep)
+        return snap
+
+    def _base(self) -> str | None:
+        """The user's HEAD commit, if the workspace is in a git repository (read-only)."""
+        try:
+            gitdir = pygit2.discover_repository(str(self.root))
+            if not gitdir or Path(gitdir).resolve() == self.store.path.resolve():
+                return None
+            user = pygit2.Repository(gitdir)
+            return None if user.head_is_unborn else str(user.head.target)
+        except (pygit2.GitError, KeyError, ValueError, OSError):
+            return None
+
+    def _files_changed(self, old_tree, new_tree, cap: int = MAX_LIST) -> dict:
+        if old_tree is None:
+            old_tree = self.repo[EMPTY_TREE_HEX] if EMPTY_TREE_HEX in self.repo else None
+        if old_tree is None:
+            diff = new_tree.diff_to_tree(swap=True)
+        else:
+            diff = self.repo.diff(old_tree, new_tree)
+        items = [{"path": d.new_file.path or d.old_file.path, "status": d.status_char()} for d in diff.deltas]
+        out = {"count": len(items), "files": items[:cap]}
+        return out
+
+    def _record(self, tl: Timeline, head: Entry | None, **fields) -> dict:
+        """A new note record: the task's metadata carried forward, counters, who made it."""
+        prev = head.record if head else {}
+        rec = {
+            "task": dict(prev.get("task") or {"id": tl.task_id}),
+            "counters": dict(prev.get("counters") or {"steps": 0, "drifts": 0}),
+            "step": head.step if head else 0,
+            "agent": self.agent or os.environ.get("TC_AGENT") or None,
+            "session": self.session or os.environ.get("TC_SESSION") or None,
+            "base": self._base(),
+        }
+        rec.update(fields)
+        return {k: v for k, v in rec.items() if v is not None}
+
+    def _skipped(self, snap) -> list[str]:
+        out = [f"{x.why}: {x.path} ({x.reason})" for x in snap.left]
+        out += [f"nested repository (recorded, not stored): {p}" for p in snap.nested]
+        return out[:MAX_LIST]
+
+    # ------------------------------------------------------------------ tasks
+    def init(self, name: str, goal: str = "", constraints: str = "", store: str | None = None,
+             exclude=None) -> dict:
+        if not isinstance(name, str) or not name.strip():
+            raise BadInput("name is required: a short name for the task")
+        exclude = validate_excludes(exclude)
+        if store:
+            self.store = Store(Path(os.path.expanduser(store)).resolve(), self.root)
+            self._explicit_store = True
+        self.store.create()
+        if self._explicit_store:
+            atomic_write(self.root / POINTER_FILE,
+                         (f'{{"store": "{self.store.path.as_posix()}"}}\n').encode(), 0o644)
+        with self.store.lock():
+            prev = self.store.active_task()
+            prev_suspended = None
+            if prev and Timeline(self.repo, prev).exists():
+                head = Timeline(self.repo, prev).head()
+                if head.kind != "close":
+                    prev_suspended = prev
+            task_id = f"t{time.time_ns()}"
+            tl = Timeline(self.repo, task_id)
+            task = {"id": task_id, "name": name.strip(), "goal": goal or "", "constraints": constraints or "",
+                    "exclude": exclude, "created": _now_iso()}
+            empty = self.repo.TreeBuilder().write()
+            rec = self._record(tl, None, task=task, title=name.strip(), conclusion=goal or "")
+            tl.append("init", empty, rec)
+            self.store.set_active_task(task_id)
+        external = not self.store.inside_workspace()
+        return {
+            "task_id": task_id, "name": task["name"], "store": str(self.store.path),
+            "store_is_external": external, "prev_suspended": prev_suspended, "exclude": exclude,
+            "note": ("store is outside the workspace" if external else
+                     "store is inside the workspace (.checkpoints/, hidden from git status); deleting "
+                     "the workspace deletes it: pass store to keep it elsewhere"),
+        }
+
+    def switch(self, task_id: str) -> dict:
+        with self.store.lock() if self.store.exists else _nolock():
+            tl = self._timeline(task_id)
+            if tl.head().kind == "close":
+                raise TaskClosed(f"task {task_id} is closed and cannot be reopened; start a new one with tc_init")
+            self.store.set_active_task(task_id)
+        return {"task_id": task_id, "status": "open"}
+
+    def tasks(self) -> list[dict]:
+        if not self.store.exists:
+            return []
+        active = self.store.active_task()
+        out = []
+        for tid in Timeline.task_ids(self.repo):
+            tl = Timeline(self.repo, tid)
+            h = tl.head()
+            out.append({"task_id": tid, "name": h.record.get("task", {}).get("name", ""),
+                        "status": self._status(tl, h), "head": h.step, "active": tid == active,
+                        "updated": _now_iso(h.time)})
+        return out
+
+    # ------------------------------------------------------------------ save / capture
+    def save(self, title: str, task_id: str | None = None, description: str = "", conclusion: str = "",
+             verified=None, open_questions=None, next: str = "", close: bool = False, paths=None,
+             trajectory: str | None = None) -> dict:
+        if not isinstance(title, str) or not title.strip():
+            raise BadInput("title is required: one line saying what this step did")
+        if paths:
+            raise BadInput("paths is reserved and must be empty: a step always records the whole workspace")
+        verified = _strings(verified, "verified")
+        open_questions = _strings(open_questions, "open_questions")
+        self._require_store()
+        with self.store.lock():
+            active = self.store.active_task()
+            tid = self._task_id(task_id)
+            tl = self._timeline(tid)
+            head = tl.head()
+            if head.kind == "close":
+                raise TaskClosed(f"task {tid} is closed: start a new task with tc_init")
+            changed_active = False
+            if task_id is not None and task_id != active:
+                self.store.set_active_task(task_id)
+                changed_active = True
+            snap = self._snapshot(head.record.get("task", {}))
+            fields = {"title": title.strip(), "description": description or "", "conclusion": conclusion or "",
+                      "verified": verified, "open_questions": open_questions, "next": next or ""}
+            last_step = self._last_step(tl)
+            same = (last_step is not None and head.step == last_step.step
+                    and self.repo[last_step.oid].tree_id == snap.tree
+                    and all(last_step.record.get(k, type(v)()) == v for k, v in fields.items()))
+            git = {"ok": False, "ref": None, "reason": "no new step", "unchanged": None}
+            if same:
+                index, oid, idempotent = last_step.step, last_step.oid, True
+            else:
+                counters = dict(head.record.get("counters") or {"steps": 0, "drifts": 0})
+                counters["steps"] += 1
+                index = counters["steps"]
+                rec = self._record(tl, head, counters=counters, step=index, files=snap.note(),
+                                   changed=self._files_changed(self.repo[head.oid].tree, self.repo[snap.tree]),
+                                   trajectory=trajectory, **fields)
+                oid = tl.append("step", snap.tree, rec)
+                idempotent = False
+                git = self._after_step(tl)
+            if close:
+                h = tl.head()
+                tl.append("close", snap.tree, self._record(tl, h, title=f"closed after step {index}"))
+            status = "closed" if close else "open"
+        return {
+            "task_id": tid, "index": index, "title": title.strip(), "commit": str(oid),
+            "groups": [], "skipped_paths": self._skipped(snap), "idempotent": idempotent, "closed": bool(close),
+            "status": status, "active_task_changed": changed_active, "git": git,
+            "changed": snap.changed,
+        }
+
+    def _last_step(self, tl: Timeline) -> Entry | None:
+        for e in tl.walk():
+            if e.kind == "step":
+                e.record = tl.record(e.oid)
+                return e
+        return None
+
+    def _after_step(self, tl: Timeline) -> dict:
+        """Export the task's refs into the user's repository (handoff layer), if there is one."""
+        try:
+            from . import handoff
+        except ImportError:
+            return {"ok": False, "ref": None, "reason": "export to the user's repository is not available",
+                    "unchanged": None}
+        return handoff.export_after_step(self, tl)
+
+    def capture(self, partial: bool = False) -> dict:
+        self._require_store()
+        with self.store.lock():
+            tl = self._timeline()
+            head = tl.head()
+            if head.kind == "close":
+                raise TaskClosed(f"task {tl.task_id} is closed: nothing to capture; start a new task with tc_init")
+            snap = self._snapshot(head.record.get("task", {}))
+            base = {"partial": bool(partial), "waiting": False, "skipped_paths": self._skipped(snap)}
+            if self.repo[head.oid].tree_id == snap.tree:
+                return {"captured": False, "drift_id": None, "reads": 0, "commit": None, **base}
+            oid, drift_id, changed = self._drift(tl, head, snap, partial=partial)
+        return {"captured": True, "drift_id": drift_id, "reads": changed["count"], "commit": str(oid),
+                "files": changed, **base}
+
+    def _drift(self, tl: Timeline, head: Entry, snap, title: str | None = None, **extra):
+        counters = dict(head.record.get("counters") or {"steps": 0, "drifts": 0})
+        counters["drifts"] += 1
+        drift_id = f"d{counters['drifts']:04d}"
+        changed = self._files_changed(self.repo[head.oid].tree, self.repo[snap.tree])
+        n = changed["count"]
+        rec = self._record(tl, head, counters=counters, drift=drift_id, files=snap.note(), changed=changed,
+                           title=title or f"{n} file{'s' if n != 1 else ''} changed", **extra)
+        return tl.append("drift", snap.tree, rec), drift_id, changed
+
+    # ------------------------------------------------------------------ read side
+    def resume(self, task_id: str | None = None, lang: str = "en") -> dict:
+        tl = self._timeline(task_id)
+        head = tl.head()
+        task = head.record.get("task", {})
+        last = self._last_step(tl)
+        lr = last.record if last else {}
+        if last and head.step != last.step:  # after a restore the current step is an older one
+            cur = tl.find(str(head.step)) if head.step else None
+            lr = cur.record if cur else {}
+        left = {x["path"] for x in (head.record.get("files") or {}).get("left", [])}
+        paths, total = self._unsaved(head, left)
+        warnings = []
+        journal = self.store.read_json("restore-journal.json", None)
+        if journal and journal.get("task") == tl.task_id:
+            warnings.append(f"a restore to {journal['target']} was interrupted; the workspace may be partly "
+                            f"restored. Undo it with tc_restore drift_id={journal['undo']} apply=true, "
+                            f"or run the restore again")
+        info = {
+            "task_id": tl.task_id, "name": task.get("name", ""), "status": self._status(tl, head),
+            "goal": task.get("goal", ""), "constraints": task.get("constraints", ""), "head": head.step,
+            "last": {"title": lr.get("title", ""), "conclusion": lr.get("conclusion", ""),
+                     "description": lr.get("description", ""), "next": lr.get("next", "")},
+            "open_questions": lr.get("open_questions", []), "drift_paths": paths, "drift_total": total,
+            "next": lr.get("next", ""), "store": str(self.store.path),
+            "active_task": self.store.active_task(), "skipped": sorted(left)[:MAX_LIST],
+            "health": {"ok": not warnings, "errors": warnings}, "warnings": warnings,
+            "milestone": self._latest_milestone(tl.task_id),
+            "commit": str(head.oid),
+        }
+        info["handoff"] = handoff_text(info, lang if lang in ("en", "zh") else "en")
+        info.pop("warnings")
+        return info
+
+    def _unsaved(self, head: Entry, left: set[str]):
+        try:
+            tree = self.repo[head.oid].tree
+            paths, total = snapshot_mod.unsaved_paths(self.repo, tree, left, limit=MAX_LIST)
+            return paths, total
+        except (pygit2.GitError, OSError):
+            return [], 0
+
+    def _latest_milestone(self, task_id: str) -> str | None:
+        try:
+            from .trajectory import milestones
+        except ImportError:
+            return None
+        try:
+            return milestones.latest_for_task(self.repo, task_id)
+        except Exception:  # the trajectory side must never break a resume
+            return None
+
+    def _entry_dict(self, tl: Timeline, e: Entry) -> dict:
+        r = e.record or tl.record(e.oid)
+        d = {"index": e.step, "id": e.id, "kind": e.kind, "title": r.get("title", e.title),
+             "timestamp": _now_iso(e.time), "commit": str(e.oid)}
+        if e.kind == "step":
+            d.update({k: r.get(k, [] if k in ("verified", "open_questions") else "")
+                      for k in ("description", "conclusion", "verified", "open_questions", "next")})
+        else:
+            d["drift_id"] = e.drift
+            d["partial"] = bool(r.get("partial"))
+            d["restore_point"] = bool(r.get("restore_point"))
+            if r.get("target"):
+                d["target"] = r["target"]
+        ch = r.get("changed") or {}
+        d["files_changed"] = ch.get("count", 0)
+        return d
+
+    def show(self, task_id: str | None = None, index: int | None = None, include_drift: bool = False,
+             limit: int = 50, cursor: int | None = None) -> dict:
+        tl = self._timeline(task_id)
+        head = tl.head()
+        if not isinstance(limit, int) or not 1 <= limit <= 200:
+            raise BadInput("limit must be an integer from 1 to 200")
+        if index is not None:
+            e = tl.find(str(index))
+            return {"steps": [self._entry_dict(tl, e)], "drifts": [], "head": head.step, "next_cursor": None,
+                    "task_id": tl.task_id, "status": self._status(tl, head)}
+        cursor = int(cursor or 0)
+        steps, drifts = [], []
+        for e in tl.walk():
+            if e.kind == "step" and e.step > cursor:
+                steps.append(e)
+            elif include_drift and e.kind in ("drift", "restore", "import", "close", "init"):
+                drifts.append(e)
+        steps.reverse()
+        drifts.reverse()
+        page = steps[:limit]
+        more = len(steps) > limit
+        return {
+            "task_id": tl.task_id, "status": self._status(tl, head), "head": head.step,
+            "steps": [self._entry_dict(tl, e) for e in page],
+            "drifts": [self._entry_dict(tl, e) for e in drifts[-limit:]],
+            "drifts_omitted": max(0, len(drifts) - limit),
+            "next_cursor": page[-1].step if more and page else None,
+        }
+
+    def log(self, task_id: str | None = None, limit: int = 50) -> list[dict]:
+        tl = self._timeline(task_id)
+        out = []
+        for e in tl.walk():
+            out.append(self._entry_dict(tl, e))
+            if len(out) >= limit:
+                break
+        return out
+
+    def diff(self, a: str | None = None, b: str | None = None, task_id: str | None = None,
+             stat: bool = False) -> str:
+        """Patch between two points of the timeline (`b` omitted: the workspace's current snapshot)."""
+        tl = self._timeline(task_id)
+        old = self.repo[tl.find(a).oid].tree if a else self.repo[tl.head_oid()].tree
+        if b:
+            new = self.repo[tl.find(b).oid].tree
+        else:
+            with self.store.lock():
+                new = self.repo[self._snapshot(tl.head().record.get("task", {})).tree]
+        d = self.repo.diff(old, new)
+        return d.stats.format(pygit2.enums.DiffStatsFormat.FULL, 80) if stat else d.patch or ""
+
+    # ------------------------------------------------------------------ restore
+    def restore(self, index: int | None = None, drift_id: str | None = None, apply: bool = False,
+                limit: int = MAX_LIST) -> dict:
+        if (index is None) == (drift_id is None):
+            raise BadInput("pass exactly one of index (a step number) or drift_id (dNNNN)")
+        if index is not None and (isinstance(index, bool) or not isinstance(index, int) or index < 1):
+            raise BadInput("index must be a step number >= 1")
+        if drift_id is not None and not re.fullmatch(r"d\d+", str(drift_id)):
+            raise BadInput(f"drift_id must look like d0003, got {drift_id!r}")
+        self._require_store()
+        with self.store.lock():
+            tl = self._timeline()
+            head = tl.head()
+            target = tl.find(str(index) if index is not None else drift_id)
+            if apply and head.kind == "close":
+                raise TaskClosed(f"task {tl.task_id} is closed: restore can only be previewed")
+            snap = self._snapshot(head.record.get("task", {}))
+            left = [x.path for x in snap.left] + list(snap.nested)
+            target_tree = self.repo[target.oid].tree
+            plan = restore_mod.make_plan(self.repo, self.repo[snap.tree], target_tree, left)
+            out = {"applied": False, "recovered": None, "target": target.id, "target_commit": str(target.oid),
+                   "plan": plan.as_dict(limit), "skipped_paths": self._skipped(snap)}
+            if not apply:
+                return out
+            # 1. the workspace as it is, unsaved work included, becomes a restore point
+            pre_oid, undo_id, _ = self._drift(tl, head, snap, title=f"before restore to {target.id}",
+                                              restore_point=True)
+            journal = {"task": tl.task_id, "target": target.id, "undo": undo_id, "pre": str(pre_oid),
+                       "time": time.time()}
+            self.store.write_json("restore-journal.json", journal)
+            # 2. files, one atomic replace at a time
+            failed = restore_mod.apply_plan(self.repo, plan)
+            # 3. what is on disk now, as the restore commit
+            after = self._snapshot(head.record.get("task", {}))
+            h = tl.head()
+            step = target.step if target.kind == "step" else target.step
+            rec = self._record(tl, h, step=step, target={"id": target.id, "commit": str(target.oid)},
+                               undo=undo_id, failed=failed[:MAX_LIST], files=after.note(),
+                               changed=self._files_changed(self.repo[h.oid].tree, self.repo[after.tree]),
+                               title=f"to {target.id}")
+            oid = tl.append("restore", after.tree, rec)
+            os.unlink(self.store.state_dir / "restore-journal.json")
+        out.update({"applied": True, "recovered": undo_id, "undo": {"drift_id": undo_id},
+                    "commit": str(oid), "failed": failed[:limit]})
+        return out
+
+    # ------------------------------------------------------------------ compress
+    def compress(self, keep_seconds: int = 604800, minimum: int = 20, maximum: int = 50) -> dict:
+        from .compress import compress_task
+
+        for name, v, lo in (("keep_seconds", keep_seconds, 0), ("minimum", minimum, 0), ("maximum", maximum, 1)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise BadInput(f"{name} must be an integer >= {lo}")
+        self._require_store()
+        with self.store.lock():
+            tl = self._timeline()
+            result = compress_task(self.store, tl, keep_seconds, minimum, maximum, self.progress)
+        return {**result, "keep_seconds": keep_seconds, "minimum": minimum, "maximum": maximum}
+
+
+class _nolock:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

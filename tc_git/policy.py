@@ -1,0 +1,123 @@
+"""What a snapshot captures.
+
+Ignore rules come from git itself (the workspace's `.gitignore` files, the user's global
+`core.excludesFile`, and the store's `info/exclude`, which holds the defaults below plus the
+task's own patterns). Per file, `Policy.classify` then decides: stored, or recorded as metadata
+only (sensitive name, credential in content, above the size cap, special file).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import stat as stat_mod
+from dataclasses import dataclass, field
+
+from .errors import BadInput
+from .secrets import scan_bytes, sensitive_path
+
+# Always left out (gitignore syntax). Deliberately short: the seed also excluded build/, dist/,
+# target/ and backup* at any depth, which silently dropped source directories with those names;
+# the workspace's .gitignore says what is a build output.
+DEFAULT_EXCLUDES = (
+    "/.checkpoints/", "/.task-checkpoint-store.json", ".git/", "node_modules/", "__pycache__/",
+    "*.pyc", ".venv/", "venv/", ".tox/", ".mypy_cache/", ".pytest_cache/", ".ruff_cache/",
+    ".DS_Store",
+)
+DEFAULT_MAX_FILE = 100 << 20
+
+
+def validate_excludes(patterns) -> list[str]:
+    """Accept the seed's single-segment names and gitignore-style patterns; dedupe in order."""
+    if patterns is None:
+        return []
+    if isinstance(patterns, str) or not isinstance(patterns, (list, tuple)):
+        raise BadInput("exclude must be a list of patterns, e.g. [\"data\", \"logs/*.log\"]")
+    out: list[str] = []
+    for raw in patterns:
+        if not isinstance(raw, str) or not raw.strip():
+            raise BadInput(f"exclude pattern must be a non-empty string: {raw!r}")
+        p = raw.strip()
+        if "\n" in p or "\r" in p or "\0" in p:
+            raise BadInput(f"exclude pattern must be one line: {raw!r}")
+        if p.startswith("!"):
+            raise BadInput(f"exclude pattern may not re-include ('!'): {raw!r}; remove the '!'")
+        if p.startswith("~") or os.path.isabs(p) and not p.startswith("/") or "\\" in p:
+            raise BadInput(f"exclude pattern must be relative to the workspace, with '/' separators: {raw!r}")
+        segments = [s for s in p.strip("/").split("/")]
+        if any(s in (".", "..") for s in segments) or p.strip("/") == "":
+            raise BadInput(f"exclude pattern may not contain '.' or '..' segments: {raw!r}")
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def exclude_file(task_excludes, store_rel: str | None) -> str:
+    """The text of the store's info/exclude for a task."""
+    lines = ["# written by tc-git: defaults, the store, then the task's exclude patterns"]
+    lines += DEFAULT_EXCLUDES
+    if store_rel:
+        lines.append("/" + store_rel.strip("/") + "/")
+    lines += list(task_excludes or ())
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Left:
+    """A path the snapshot recorded as metadata only."""
+
+    path: str
+    why: str  # sensitive | secret | large | nested | special | unreadable
+    reason: str
+    size: int = 0
+    mtime: float = 0.0
+    sha256: str | None = None
+
+    def as_dict(self) -> dict:
+        d = {"path": self.path, "why": self.why, "reason": self.reason, "size": self.size,
+             "mtime": round(self.mtime, 3)}
+        if self.sha256:
+            d["sha256"] = self.sha256
+        return d
+
+
+@dataclass
+class Policy:
+    max_file: int = DEFAULT_MAX_FILE
+    large_cache: dict = field(default_factory=dict)  # (path,size,mtime_ns,ino) -> sha256
+
+    def classify(self, root: str, rel: str) -> Left | None:
+        """None to store the file; a `Left` to keep it out of the object database."""
+        full = os.path.join(root, rel)
+        try:
+            st = os.lstat(full)
+        except OSError as e:
+            return Left(rel, "unreadable", f"stat failed: {e.strerror}")
+        if stat_mod.S_ISLNK(st.st_mode):
+            return None  # links are stored as links, never followed
+        if not stat_mod.S_ISREG(st.st_mode):
+            return Left(rel, "special", "not a regular file", st.st_size, st.st_mtime)
+        why = sensitive_path(rel)
+        if why:
+            return Left(rel, "sensitive", why, st.st_size, st.st_mtime)
+        if st.st_size > self.max_file:
+            return Left(rel, "large", f"larger than {self.max_file} bytes: hashed, not stored",
+                        st.st_size, st.st_mtime, self._sha256(full, rel, st))
+        try:
+            with open(full, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            return Left(rel, "unreadable", f"read failed: {e.strerror}", st.st_size, st.st_mtime)
+        kind = scan_bytes(data)
+        if kind:
+            return Left(rel, "secret", f"content holds a credential ({kind})", st.st_size, st.st_mtime)
+        return None
+
+    def _sha256(self, full: str, rel: str, st) -> str:
+        key = f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}"
+        if key not in self.large_cache:
+            h = hashlib.sha256()
+            with open(full, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+            self.large_cache[key] = h.hexdigest()
+        return self.large_cache[key]

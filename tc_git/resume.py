@@ -1,0 +1,56 @@
+"""The handoff text: what a new session needs to pick the work up, in under 2 KB."""
+from __future__ import annotations
+
+LABELS = {
+    "en": {"task": "Task", "goal": "Goal", "constraints": "Constraints", "step": "Current step",
+           "conclusion": "Last conclusion", "next": "Next", "questions": "Open questions",
+           "unsaved": "Unsaved changes", "none": "none", "unknown": "not recorded",
+           "milestone": "Latest milestone", "status": "Status", "more": "more",
+           "warn": "Warning"},
+    "zh": {"task": "任务", "goal": "目标", "constraints": "约束", "step": "当前步骤",
+           "conclusion": "上一步结论", "next": "下一步", "questions": "待解决问题",
+           "unsaved": "未落档", "none": "无", "unknown": "未记录", "milestone": "最近里程碑",
+           "status": "状态", "more": "更多", "warn": "警告"},
+}
+MAX_BYTES = 2000
+
+
+def _clip(s: str, n: int) -> str:
+    s = " ".join((s or "").split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def handoff_text(info: dict, lang: str = "en") -> str:
+    """Render the resume info as a short text; every field is clipped so the whole fits 2 KB."""
+    L = LABELS.get(lang, LABELS["en"])
+    last = info.get("last") or {}
+    step = info.get("head") or 0
+    step_line = f"{step} — {_clip(last.get('title', ''), 120)}" if step else L["none"]
+    lines = [
+        f"{L['task']}: {_clip(info.get('name', ''), 120)} ({info.get('task_id')}, {info.get('status')})",
+        f"{L['goal']}: {_clip(info.get('goal', ''), 300) or L['unknown']}",
+    ]
+    if info.get("constraints"):
+        lines.append(f"{L['constraints']}: {_clip(info['constraints'], 250)}")
+    lines.append(f"{L['step']}: {step_line}")
+    if last.get("conclusion"):
+        lines.append(f"{L['conclusion']}: {_clip(last['conclusion'], 300)}")
+    lines.append(f"{L['next']}: {_clip(info.get('next', ''), 300) or L['unknown']}")
+    qs = info.get("open_questions") or []
+    if qs:
+        lines.append(f"{L['questions']}: " + "; ".join(_clip(q, 100) for q in qs[:3])
+                     + (f" (+{len(qs) - 3} {L['more']})" if len(qs) > 3 else ""))
+    paths, total = info.get("drift_paths") or [], info.get("drift_total", 0)
+    shown = ", ".join(_clip(p, 80) for p in paths[:8]) or L["none"]
+    if total > min(len(paths), 8):
+        shown += f" (+{total - min(len(paths), 8)} {L['more']})"
+    lines.append(f"{L['unsaved']}: {shown}")
+    if info.get("milestone"):
+        lines.append(f"{L['milestone']}: {_clip(info['milestone'], 120)}")
+    for w in (info.get("warnings") or [])[:2]:
+        lines.append(f"{L['warn']}: {_clip(w, 200)}")
+    text = "\n".join(lines)
+    while len(text.encode()) > MAX_BYTES:  # only reachable with very long multibyte fields
+        lines = [_clip(x, max(40, len(x) // 2)) for x in lines]
+        text = "\n".join(lines)
+    return text

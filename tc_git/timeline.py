@@ -1,0 +1,206 @@
+"""The code timeline of a task: one append-only chain of commits per task.
+
+Every step, drift, restore, import and close is a commit on
+`refs/checkpoints/tasks/<task-id>/head` whose tree is the workspace. The message is written
+for people (`git log` reads like a work log: title, conclusion, trailers); the machine-readable
+record of each commit (the task's metadata, counters, paths kept out of the tree) is its note
+on `refs/notes/checkpoints`. A task's whole state is derived from its head commit and note, so
+the refs and notes are the single source of truth and travel with a bundle or a push.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+
+import pygit2
+
+from .errors import Conflict, NotFound
+from .store import IDENTITY
+
+NOTES_REF = "refs/notes/checkpoints"
+TASKS_PREFIX = "refs/checkpoints/tasks/"
+KINDS = ("init", "step", "drift", "restore", "import", "close")
+TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def head_ref(task_id: str) -> str:
+    return f"{TASKS_PREFIX}{task_id}/head"
+
+
+def signature(when: float | None = None) -> pygit2.Signature:
+    if when is None:
+        return pygit2.Signature(*IDENTITY)
+    return pygit2.Signature(*IDENTITY, int(when), 0)
+
+
+def _one_line(s: str) -> str:
+    return " ".join(str(s).split())
+
+
+@dataclass
+class Entry:
+    """One commit of a timeline, as read back."""
+
+    oid: pygit2.Oid
+    kind: str
+    step: int  # current step after this commit (0 before the first step)
+    drift: str | None
+    title: str
+    time: float
+    parent: pygit2.Oid | None
+    record: dict = field(default_factory=dict)  # the note, loaded on demand
+
+    @property
+    def id(self) -> str:
+        if self.kind == "drift" and self.drift:
+            return self.drift
+        return f"s{self.step:04d}"
+
+
+def format_message(kind: str, record: dict) -> str:
+    """The commit message: a subject for `git log --oneline`, the conclusion, then trailers."""
+    title = _one_line(record.get("title") or "")
+    if kind == "step":
+        subject = f"step {record['step']}: {title}"
+    elif kind == "drift":
+        subject = f"drift {record['drift']}: {title}"
+    elif kind == "restore":
+        subject = f"restore: to {record['target']['id']}"
+    else:
+        subject = f"{kind}: {title}" if title else kind
+    body = [p for p in (record.get("conclusion") or "", record.get("description") or "") if p.strip()]
+    trailers = [("Tc-Task", record["task"]["id"]), ("Tc-Kind", kind), ("Tc-Step", str(record["step"]))]
+    if record.get("drift"):
+        trailers.append(("Tc-Drift", record["drift"]))
+    if record.get("next"):
+        trailers.append(("Next", record["next"]))
+    trailers += [("Verified", v) for v in record.get("verified") or ()]
+    trailers += [("Open-Question", q) for q in record.get("open_questions") or ()]
+    if record.get("trajectory"):
+        trailers.append(("Tc-Trajectory", record["trajectory"]))
+    if record.get("base"):
+        trailers.append(("Tc-Base", record["base"]))
+    lines = [subject[:200], ""]
+    for para in body:
+        lines += [para.rstrip(), ""]
+    lines += [f"{k}: {_one_line(v)}" for k, v in trailers]
+    return "\n".join(lines) + "\n"
+
+
+def parse_trailers(message: str) -> dict[str, list[str]]:
+    last = message.rstrip("\n").rsplit("\n\n", 1)[-1]
+    out: dict[str, list[str]] = {}
+    for line in last.splitlines():
+        k, sep, v = line.partition(": ")
+        if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", k):
+            out.setdefault(k, []).append(v)
+    return out
+
+
+def entry_of(commit: pygit2.Commit) -> Entry | None:
+    t = parse_trailers(commit.message)
+    if "Tc-Kind" not in t:
+        return None
+    subject = commit.message.split("\n", 1)[0]
+    title = subject.split(": ", 1)[1] if ": " in subject else ""
+    return Entry(
+        oid=commit.id, kind=t["Tc-Kind"][0], step=int(t.get("Tc-Step", ["0"])[0]),
+        drift=t.get("Tc-Drift", [None])[0], title=title, time=float(commit.commit_time),
+        parent=commit.parent_ids[0] if commit.parent_ids else None,
+    )
+
+
+class Timeline:
+    """Read and append the chain of one task."""
+
+    def __init__(self, repo: pygit2.Repository, task_id: str):
+        self.repo = repo
+        self.task_id = task_id
+        self.ref = head_ref(task_id)
+
+    @staticmethod
+    def task_ids(repo: pygit2.Repository) -> list[str]:
+        return sorted(r[len(TASKS_PREFIX):-len("/head")] for r in repo.references
+                      if r.startswith(TASKS_PREFIX) and r.endswith("/head"))
+
+    def exists(self) -> bool:
+        return self.ref in self.repo.references
+
+    def head_oid(self) -> pygit2.Oid:
+        try:
+            return self.repo.references[self.ref].target
+        except KeyError:
+            raise NotFound(f"unknown task {self.task_id}: list tasks with `tc log --all` or tc_show") from None
+
+    def head(self) -> Entry:
+        e = entry_of(self.repo[self.head_oid()])
+        e.record = self.record(e.oid)
+        return e
+
+    def record(self, oid) -> dict:
+        try:
+            return json.loads(self.repo.lookup_note(str(oid), NOTES_REF).message)
+        except KeyError:
+            # The note is written before the ref moves, so this only happens for commits made
+            # by something else; fall back to what the trailers say.
+            c = self.repo[oid]
+            t = parse_trailers(c.message)
+            return {"task": {"id": self.task_id}, "kind": t.get("Tc-Kind", ["?"])[0],
+                    "step": int(t.get("Tc-Step", ["0"])[0]), "next": t.get("Next", [""])[0],
+                    "verified": t.get("Verified", []), "open_questions": t.get("Open-Question", []),
+                    "title": c.message.split("\n", 1)[0]}
+
+    def walk(self, start=None):
+        """Entries newest first, along first parents."""
+        oid = start or self.head_oid()
+        while oid is not None:
+            c = self.repo[oid]
+            e = entry_of(c)
+            if e is None:
+                return
+            yield e
+            oid = e.parent
+
+    def find(self, ident: str) -> Entry:
+        """A step (`3`, `s0003`) or a drift (`d0002`) of this task."""
+        ident = str(ident).strip()
+        if re.fullmatch(r"d\d+", ident):
+            want = ("drift", f"d{int(ident[1:]):04d}")
+            match = lambda e: e.kind == "drift" and e.drift == want[1]  # noqa: E731
+        elif re.fullmatch(r"s?\d+", ident):
+            n = int(ident.lstrip("s"))
+            match = lambda e: e.kind == "step" and e.step == n  # noqa: E731
+        else:
+            raise NotFound(f"{ident!r} is neither a step number nor a drift id (dNNNN)")
+        for e in self.walk():
+            if match(e):
+                e.record = self.record(e.oid)
+                return e
+        raise NotFound(f"task {self.task_id} has no {'drift' if ident.startswith('d') else 'step'} {ident}: "
+                       "see tc_show for the steps (include_drift for drifts)")
+
+    def append(self, kind: str, tree, record: dict, expect_parent=None) -> pygit2.Oid:
+        """Write commit + note, then move the ref with compare-and-swap."""
+        assert kind in KINDS
+        repo = self.repo
+        parent = expect_parent if expect_parent is not None else (
+            repo.references[self.ref].target if self.exists() else None)
+        record = dict(record, kind=kind, time=record.get("time") or time.time())
+        sig = signature(record["time"])
+        msg = format_message(kind, record)
+        oid = repo.create_commit(None, sig, sig, msg, tree, [parent] if parent else [])
+        # Note first: a crash after this leaves a note on an unreachable commit, never a
+        # reachable commit without its note.
+        repo.create_note(json.dumps(record, ensure_ascii=False, sort_keys=True), sig, sig, str(oid), NOTES_REF, True)
+        try:
+            if parent is None:
+                repo.references.create(self.ref, oid)
+            else:
+                repo.references[self.ref].set_target(oid, f"tc: {kind}")
+        except (pygit2.GitError, ValueError) as e:
+            raise Conflict(f"task {self.task_id} moved while writing ({e}); retry the operation") from e
+        if parent is not None and repo.references[self.ref].target != oid:
+            raise Conflict(f"task {self.task_id} head changed concurrently; retry")
+        return oid
