@@ -223,7 +223,8 @@ def _load_extensions() -> None:
     """Optional layers add sub-commands; a missing or broken one never breaks the core CLI."""
     import importlib
 
-    for mod in ("tc_git.handoff_cli", "tc_git.trajectory.cli", "tc_git.view_cli", "tc_git.hooks_cli"):
+    for mod in ("tc_git.handoff_cli", "tc_git.trajectory.cli", "tc_git.view_cli", "tc_git.hooks_cli",
+                "tc_git.skill_cli"):
         try:
             m = importlib.import_module(mod)
         except ImportError:

@@ -473,6 +473,13 @@ class Engine:
             result = compress_task(self.store, tl, keep_seconds, minimum, maximum, self.progress)
         return {**result, "keep_seconds": keep_seconds, "minimum": minimum, "maximum": maximum}
 
+    # ------------------------------------------------------------------ handoff layer
+    # (export / import / push / pull: thin delegations to tc_git/handoff.py go here)
+
+    # ------------------------------------------------------------------ trajectory layer
+    # (record / milestones / checkout / export_markdown / branch / diff / replay: thin
+    # delegations to tc_git/trajectory/ go here)
+
 
 class _nolock:
     def __enter__(self):
