@@ -15,7 +15,7 @@ import time
 
 import pygit2
 
-from .timeline import NOTES_REF, Timeline
+from .timeline import NOTES_REF, Timeline, note_text
 
 
 def _dir_bytes(path: str) -> int:
@@ -63,7 +63,7 @@ def compress_task(store, tl: Timeline, keep_seconds: int, minimum: int, maximum:
             note = tl.record(e.oid)
             note["rewritten_from"] = str(e.oid)
             sig = c.committer
-            repo.create_note(json.dumps(note, ensure_ascii=False, sort_keys=True), sig, sig, str(new), NOTES_REF, True)
+            repo.create_note(note_text(note), sig, sig, str(new), NOTES_REF, True)
             _remove_note(repo, e.oid)
             parent = new
         repo.references[tl.ref].set_target(parent, "tc: compress")

@@ -35,6 +35,17 @@ def signature(when: float | None = None) -> pygit2.Signature:
     return pygit2.Signature(*IDENTITY, int(when), 0)
 
 
+def note_text(record: dict) -> str:
+    """The note's JSON. A non-UTF-8 file name (a surrogate-escaped str) cannot be written as
+    UTF-8, so such a record is \\u-escaped instead (json.loads gives the same str back)."""
+    text = json.dumps(record, ensure_ascii=False, sort_keys=True)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(record, ensure_ascii=True, sort_keys=True)
+    return text
+
+
 def _one_line(s: str) -> str:
     return " ".join(str(s).split())
 
@@ -193,7 +204,7 @@ class Timeline:
         oid = repo.create_commit(None, sig, sig, msg, tree, [parent] if parent else [])
         # Note first: a crash after this leaves a note on an unreachable commit, never a
         # reachable commit without its note.
-        repo.create_note(json.dumps(record, ensure_ascii=False, sort_keys=True), sig, sig, str(oid), NOTES_REF, True)
+        repo.create_note(note_text(record), sig, sig, str(oid), NOTES_REF, True)
         try:
             if parent is None:
                 repo.references.create(self.ref, oid)
