@@ -16,7 +16,8 @@ MAX_BYTES = 2000
 
 
 def _clip(s: str, n: int) -> str:
-    s = " ".join((s or "").split())
+    # a non-UTF-8 file name arrives surrogate-escaped: show its odd bytes as \xNN
+    s = " ".join((s or "").encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace").split())
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
