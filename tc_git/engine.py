@@ -92,7 +92,16 @@ class Engine:
             current = None
         if current != text:
             atomic_write(path, text.encode(), 0o600)
-            self.store.reopen()  # libgit2 caches ignore rules per repository handle
+            repo = self.store.reopen()  # libgit2 caches ignore rules per repository handle
+            # add_all never drops entries that became ignored (git add -A keeps tracked files),
+            # so a task whose patterns exclude more must forget them here.
+            idx = repo.index
+            idx.read(False)
+            gone = [e.path for e in idx if repo.path_is_ignored(e.path)]
+            for p in gone:
+                idx.remove(p)
+            if gone:
+                idx.write()
         self.policy.large_cache = self.store.read_json("large-files.json", {})
         snap = snapshot_mod.take(self.repo, self.policy, self.progress)
         if any(x.why == "large" for x in snap.left):
