@@ -1,0 +1,330 @@
+"""Claude Code transcript (JSONL) -> Transcript.
+
+The file is a DAG through `uuid`/`parentUuid`. Three things in it look like forks but are not:
+an API message streamed into several lines (same `message.id`), parallel tool calls (results
+hang off each call line while the calls continue in a chain) and bookkeeping lines (progress,
+attachments, hook notes). We linearise those with "groups": lines that belong to one assistant
+turn share a group whose `tip` is the last event appended; a structural line joins the group of
+its parent and is appended at the tip. A new turn (a user prompt, a new assistant message)
+continues a group once; a second new turn from the same group is a real fork (a rewind).
+Sidechains (inline `isSidechain` lines and `subagents/agent-*.jsonl` files) hang off the
+`Task`/`Agent` call that spawned them, on lanes named `agent-<id>`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Iterable
+
+from .model import Event, Transcript, parse_time
+
+__all__ = ["read_claude"]
+
+# Known line types that carry no conversation; counted as ignored, not as skipped.
+IGNORED_TYPES = frozenset({
+    "queue-operation", "file-history-snapshot", "permission-mode", "mode", "agent-name",
+    "last-prompt", "pr-link", "worktree-state", "attachment", "progress", "tag",
+})
+TITLE_TYPES = {"summary": "summary", "custom-title": "customTitle", "ai-title": "aiTitle"}
+# System subtypes that are timing/hook bookkeeping rather than something said.
+NOISE_SUBTYPES = frozenset({"turn_duration", "stop_hook_summary", "session_start"})
+SPAWN_TOOLS = frozenset({"Task", "Agent"})
+
+
+def _blocks_text(content: Any) -> str:
+    """Flatten a message/tool_result content (string or block list) to text."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return "" if content is None else json.dumps(content, ensure_ascii=False, sort_keys=True)
+    parts = []
+    for b in content:
+        if isinstance(b, str):
+            parts.append(b)
+        elif isinstance(b, dict):
+            if b.get("type") == "text":
+                parts.append(str(b.get("text") or ""))
+            elif b.get("type") == "image":
+                parts.append("[image]")
+            elif b.get("type") == "tool_reference":
+                parts.append(f"[tool {b.get('tool_name', '?')}]")
+    return "\n".join(p for p in parts if p)
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.t = Transcript(agent="claude", session_id="")
+        self.key_of: dict[str, str] = {}  # source uuid -> key of the last event of that line
+        self.alias: dict[str, str | None] = {}  # uuid of a line without events -> its parent key
+        self.digest: dict[str, str] = {}
+        self.group: dict[str, dict] = {}
+        self.by_key: dict[str, Event] = {}
+        self.calls: dict[str, Event] = {}  # tool_use id -> tool_call event
+        self.spawned: dict[str, str] = {}  # agentId -> key of the Task/Agent call
+        self.agent_of_call: dict[str, str] = {}
+        self.roots: list[Event] = []
+        self.last_ts = 0.0
+        self.order = 0
+
+    # -- per line ---------------------------------------------------------------------------
+    def line(self, entry: Any) -> None:
+        self.order += 1
+        st = self.t.stats
+        if not isinstance(entry, dict):
+            st["skipped"] += 1
+            return
+        kind = entry.get("type")
+        if not self.t.session_id and isinstance(entry.get("sessionId"), str):
+            self.t.session_id = entry["sessionId"]
+        if kind in ("user", "assistant", "system"):
+            self._conversational(entry)
+            return
+        if kind in TITLE_TYPES:
+            title = entry.get(TITLE_TYPES[kind])
+            if isinstance(title, str) and title.strip():
+                self.t.title = title.strip()
+            st["ignored"] += 1
+        elif kind in IGNORED_TYPES:
+            st["ignored"] += 1
+        else:
+            st["skipped"] += 1  # unknown type: the format changes between versions
+        self._alias(entry)
+
+    def _alias(self, entry: dict) -> None:
+        uuid = entry.get("uuid")
+        if isinstance(uuid, str) and uuid not in self.key_of and uuid not in self.alias:
+            self.alias[uuid] = self._resolve(entry.get("parentUuid"), count=False)
+
+    def _resolve(self, uuid: Any, count: bool = True) -> str | None:
+        if not isinstance(uuid, str):
+            return None
+        if uuid in self.key_of:
+            return self.key_of[uuid]
+        if uuid in self.alias:
+            return self.alias[uuid]
+        if count:
+            self.t.stats["dangling"] += 1
+        return None
+
+    def _conversational(self, entry: dict) -> None:
+        uuid = entry.get("uuid") if isinstance(entry.get("uuid"), str) else None
+        base = uuid or f"line{self.order}"
+        if uuid is not None and (uuid in self.key_of or uuid in self.alias):
+            d = hashlib.sha1(json.dumps(entry, sort_keys=True, default=str).encode()).hexdigest()
+            if self.digest.get(uuid) == d:
+                self.t.stats["duplicates"] += 1  # a resumed/forked file replays lines verbatim
+                return
+            base = f"{uuid}~{self.order}"
+        events = self._events(entry)
+        if uuid is not None:
+            self.digest[uuid] = hashlib.sha1(
+                json.dumps(entry, sort_keys=True, default=str).encode()).hexdigest()
+        if not events:
+            self._alias(entry)
+            return
+        ts = parse_time(entry.get("timestamp"))
+        ts = self.last_ts if ts is None else ts
+        self.last_ts = ts
+        side = bool(entry.get("isSidechain"))
+        agent = entry.get("agentId") if side and isinstance(entry.get("agentId"), str) else None
+        for i, ev in enumerate(events):
+            ev.key = base if i == 0 else f"{base}#{i}"
+            ev.timestamp, ev.uuid, ev.sidechain, ev.agent_id = ts, uuid, side, agent
+            ev.parent_uuid = entry.get("parentUuid") or entry.get("logicalParentUuid")
+            ev.order = self.order
+        self._attach(entry, events)
+        for ev in events:
+            self.by_key[ev.key] = ev
+            self.t.events.append(ev)
+            if ev.kind == "tool_call" and ev.call_id:
+                self.calls[ev.call_id] = ev
+            if ev.kind == "tool_result" and not side:
+                self._note_spawn(entry, ev)
+        if uuid is not None:
+            self.key_of[uuid] = events[-1].key
+
+    def _note_spawn(self, entry: dict, ev: Event) -> None:
+        call = self.calls.get(ev.call_id or "")
+        if call is None or call.tool_name not in SPAWN_TOOLS:
+            return
+        tur = entry.get("toolUseResult")
+        agent = tur.get("agentId") if isinstance(tur, dict) else None
+        agent = agent or entry.get("agentId")
+        if isinstance(agent, str) and agent:
+            self.spawned.setdefault(agent, call.key)
+            self.agent_of_call.setdefault(call.key, agent)
+
+    # -- linearisation ----------------------------------------------------------------------
+    def _attach(self, entry: dict, events: list[Event]) -> None:
+        first = events[0]
+        parent_uuid = entry.get("parentUuid")
+        if parent_uuid is None and entry.get("subtype") == "compact_boundary":
+            parent_uuid = entry.get("logicalParentUuid")  # compaction restarts the chain
+        anchor = self._resolve(parent_uuid)
+        structural = first.kind in ("system", "summary")
+        if all(e.kind == "tool_result" for e in events):
+            structural = True
+            call = self.calls.get(first.call_id or "")
+            if call is not None:
+                anchor = call.key  # a result belongs after its call, even if its parent is lost
+        elif first.kind in ("assistant", "tool_call") and anchor is not None:
+            prev = self.by_key.get(anchor)
+            structural = bool(prev and first.message_id and prev.message_id == first.message_id)
+        if anchor is None or anchor not in self.group:
+            parent, group = None, {"tip": None, "continued": False}
+            if first.sidechain:
+                self.roots.append(first)
+        elif structural:
+            group = self.group[anchor]
+            parent = group["tip"]
+        else:
+            old = self.group[anchor]
+            parent = anchor if old["continued"] else old["tip"]  # second new turn = a rewind
+            old["continued"] = True
+            group = {"tip": None, "continued": False}
+        for ev in events:
+            ev.parent = parent
+            parent = ev.key
+            self.group[ev.key] = group
+        group["tip"] = events[-1].key
+
+    # -- content ----------------------------------------------------------------------------
+    def _events(self, entry: dict) -> list[Event]:
+        kind = entry.get("type")
+        msg = entry.get("message") if isinstance(entry.get("message"), dict) else {}
+        if kind == "system":
+            return self._system(entry)
+        content = msg.get("content")
+        if kind == "user":
+            return self._user(entry, content)
+        out: list[Event] = []
+        mid = msg.get("id") if isinstance(msg.get("id"), str) else None
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        for b in blocks:
+            if not isinstance(b, dict):
+                continue
+            if b.get("type") == "text" and str(b.get("text") or "").strip():
+                out.append(Event("assistant", "", text=str(b["text"]), message_id=mid))
+            elif b.get("type") == "tool_use":
+                out.append(Event("tool_call", "", tool_name=str(b.get("name") or "?"),
+                                 tool_input=b.get("input"), call_id=b.get("id"), message_id=mid))
+            # thinking / redacted_thinking / unknown blocks: not said to anyone, not recorded
+        return out
+
+    def _user(self, entry: dict, content: Any) -> list[Event]:
+        if entry.get("isCompactSummary"):
+            kind = "summary"
+        elif entry.get("isMeta"):
+            kind = "system"  # hook feedback, caveats: injected, not typed by the user
+        else:
+            kind = "user"
+        if not isinstance(content, list):
+            text = _blocks_text(content)
+            return [Event(kind, "", text=text)] if text.strip() else []
+        out: list[Event] = []
+        texts: list[Any] = []
+        for b in content:
+            if isinstance(b, dict) and b.get("type") == "tool_result":
+                call = self.calls.get(str(b.get("tool_use_id")))
+                out.append(Event("tool_result", "", call_id=b.get("tool_use_id"),
+                                 tool_name=call.tool_name if call else None,
+                                 tool_output=_blocks_text(b.get("content")),
+                                 is_error=bool(b.get("is_error"))))
+            else:
+                texts.append(b)
+        text = _blocks_text(texts)
+        if text.strip():
+            out.append(Event(kind, "", text=text))
+        return out
+
+    def _system(self, entry: dict) -> list[Event]:
+        sub = entry.get("subtype") or ""
+        if sub in NOISE_SUBTYPES:
+            return []
+        if sub == "compact_boundary":
+            cm = entry.get("compactMetadata") if isinstance(entry.get("compactMetadata"), dict) else {}
+            meta = {k: cm[k] for k in ("trigger", "preTokens", "postTokens") if k in cm}
+            return [Event("system", "", text="compaction boundary", meta={"subtype": sub, **meta})]
+        text = entry.get("content")
+        text = text if isinstance(text, str) else _blocks_text(text)
+        if not text.strip() and isinstance(entry.get("error"), (str, dict)):
+            text = json.dumps(entry["error"], ensure_ascii=False, sort_keys=True) \
+                if isinstance(entry["error"], dict) else entry["error"]
+        if not text.strip():
+            return []
+        return [Event("system", "", text=text, meta={"subtype": sub} if sub else {})]
+
+    # -- after all lines --------------------------------------------------------------------
+    def finish(self) -> Transcript:
+        for root in self.roots:
+            spawn = self.spawned.get(root.agent_id or "") or self._guess_spawn(root)
+            if spawn is not None and not self._descends(spawn, root.key):
+                root.parent = spawn
+        self.t.events = toposort(self.t.events)
+        for ev in self.t.events:
+            parent = self.by_key.get(ev.parent or "")
+            if not ev.sidechain:
+                ev.lane = "main"
+            elif ev.agent_id:
+                ev.lane = f"agent-{ev.agent_id}"
+            elif parent is not None and parent.sidechain:
+                ev.lane = parent.lane
+            elif parent is not None:
+                ev.lane = f"agent-{self.agent_of_call.get(parent.key) or (parent.call_id or parent.key)[-8:]}"
+            else:
+                ev.lane = "sidechain"
+        return self.t
+
+    def _descends(self, key: str, ancestor: str) -> bool:
+        seen = 0
+        while key is not None and seen <= len(self.by_key):
+            if key == ancestor:
+                return True
+            key, seen = self.by_key[key].parent if key in self.by_key else None, seen + 1
+        return False
+
+    def _guess_spawn(self, root: Event) -> str | None:
+        # Old inline sidechains name no parent: take the latest spawn call made before them.
+        best = None
+        for call in self.calls.values():
+            if call.tool_name in SPAWN_TOOLS and not call.sidechain and call.timestamp <= root.timestamp:
+                if best is None or call.order >= best.order:
+                    best = call
+        return best.key if best else None
+
+
+def toposort(events: list[Event]) -> list[Event]:
+    """Parents before children, otherwise source order (a spawn may be reparented forward)."""
+    keys = {e.key for e in events}
+    children: dict[str | None, list[Event]] = {}
+    for e in events:
+        children.setdefault(e.parent if e.parent in keys else None, []).append(e)
+    out: list[Event] = []
+    placed: set[str] = set()
+    for e in events:
+        if e.key in placed or (e.parent in keys and e.parent not in placed):
+            continue
+        stack = [e]
+        while stack:
+            cur = stack.pop()
+            if cur.key in placed:
+                continue
+            placed.add(cur.key)
+            out.append(cur)
+            stack.extend(reversed(children.get(cur.key, [])))
+    return out if len(out) == len(events) else events
+
+
+def read_claude(lines: Iterable[Any], subagent_lines: Iterable[Iterable[Any]] = ()) -> Transcript:
+    """Build a Transcript from parsed lines (None marks a malformed line) and subagent files."""
+    b = _Builder()
+    for source in [lines, *subagent_lines]:
+        for entry in source:
+            b.t.stats["lines"] += 1
+            if entry is None:
+                b.t.stats["malformed"] += 1
+                b.t.stats["skipped"] += 1
+                b.order += 1
+                continue
+            b.line(entry)
+    return b.finish()

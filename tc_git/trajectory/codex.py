@@ -1,0 +1,206 @@
+"""Codex rollout (JSONL) -> Transcript.
+
+A rollout has no per-line parent ids: it is one chain of `response_item`s, in file order
+(parallel calls are already linear; results pair with calls by `call_id`). We read the
+`response_item` stream and ignore the `event_msg` copies of the same messages, except
+`thread_rolled_back` (an in-file rewind: the chain continues from before the last N user
+turns, so the dropped turns stay as a fork) and `turn_aborted`. `compacted` becomes a summary
+event. Forks and subagents are separate files; their origin goes into `Transcript.meta`.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+from .model import Event, Transcript, parse_time
+
+__all__ = ["read_codex", "ENVELOPE_TYPES"]
+
+ENVELOPE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+ITEM_TYPES = frozenset({"message", "reasoning", "function_call", "function_call_output",
+                        "custom_tool_call", "custom_tool_call_output", "local_shell_call",
+                        "web_search_call", "tool_search_call", "tool_search_output",
+                        "image_generation_call", "compaction", "ghost_snapshot", "other"})
+IGNORED = frozenset({"turn_context", "world_state", "inter_agent_communication_metadata"})
+# Harness text Codex sends as "user" messages; it is context, not the user speaking.
+CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
+                    "<permissions instructions>", "<user_shell_command>", "<turn_aborted>")
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts = []
+    for c in content:
+        if isinstance(c, dict):
+            if isinstance(c.get("text"), str):
+                parts.append(c["text"])
+            elif str(c.get("type", "")).endswith("image"):
+                parts.append("[image]")
+    return "\n".join(parts)
+
+
+def _json_or_str(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value  # e.g. a redaction placeholder instead of JSON arguments
+    return value
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.t = Transcript(agent="codex", session_id="")
+        self.tip: str | None = None
+        self.by_key: dict[str, Event] = {}
+        self.names: dict[str, str] = {}
+        self.last_ts = 0.0
+        self.order = 0
+
+    def line(self, entry: Any) -> None:
+        self.order += 1
+        st = self.t.stats
+        if not isinstance(entry, dict):
+            st["skipped"] += 1
+            return
+        kind, payload = entry.get("type"), entry.get("payload")
+        if kind not in ENVELOPE_TYPES and kind in ITEM_TYPES and payload is None:
+            kind, payload = "response_item", entry  # legacy rollouts: items without envelope
+        if not isinstance(payload, dict):
+            if "record_type" in entry:
+                st["ignored"] += 1
+            elif "instructions" in entry and "id" in entry:  # legacy first line
+                self._meta(entry)
+                st["ignored"] += 1
+            else:
+                st["skipped"] += 1
+            return
+        ts = parse_time(entry.get("timestamp"))
+        self.last_ts = self.last_ts if ts is None else ts
+        if kind == "session_meta":
+            self._meta(payload)
+            st["ignored"] += 1
+        elif kind == "response_item":
+            ev = self._item(payload)
+            if ev is None:
+                st["ignored" if payload.get("type") in ITEM_TYPES else "skipped"] += 1
+            else:
+                self._append(ev)
+        elif kind == "compacted":
+            hist = payload.get("replacement_history")
+            meta = {"replacement_items": len(hist)} if isinstance(hist, list) else {}
+            self._append(Event("summary", "", text=str(payload.get("message") or "compacted"), meta=meta))
+        elif kind == "event_msg":
+            self._event_msg(payload)
+        elif kind in IGNORED:
+            st["ignored"] += 1
+        else:
+            st["skipped"] += 1
+
+    def _meta(self, p: dict) -> None:
+        if not self.t.session_id and isinstance(p.get("id"), str):
+            self.t.session_id = p["id"]
+            for k in ("cli_version", "originator", "cwd", "forked_from_id"):
+                if isinstance(p.get(k), str):
+                    self.t.meta[k] = p[k]
+            src = p.get("source")
+            spawn = src.get("subagent", {}).get("thread_spawn") if isinstance(src, dict) else None
+            if isinstance(spawn, dict) and spawn.get("parent_thread_id"):
+                self.t.meta["parent_thread_id"] = spawn["parent_thread_id"]
+        elif isinstance(p.get("forked_from_id"), str):
+            self.t.meta.setdefault("forked_from_id", p["forked_from_id"])
+
+    def _item(self, p: dict) -> Event | None:
+        t = p.get("type")
+        if t == "message":
+            role = p.get("role")
+            text = _content_text(p.get("content"))
+            if not text.strip():
+                return None
+            if role == "assistant":
+                meta = {"phase": p["phase"]} if isinstance(p.get("phase"), str) else {}
+                return Event("assistant", "", text=text, meta=meta)
+            if role == "user" and not text.lstrip().startswith(CONTEXT_PREFIXES):
+                return Event("user", "", text=text)
+            return Event("system", "", text=text, meta={"role": str(role)})
+        if t in ("function_call", "custom_tool_call", "local_shell_call", "web_search_call",
+                 "tool_search_call"):
+            name = p.get("name") or {"local_shell_call": "local_shell", "web_search_call": "web_search",
+                                     "tool_search_call": "tool_search"}.get(t, t)
+            if p.get("namespace"):
+                name = f"{p['namespace']}__{name}"
+            args = p.get("arguments", p.get("input", p.get("action")))
+            cid = p.get("call_id") or p.get("id")
+            if isinstance(cid, str):
+                self.names[cid] = name
+            return Event("tool_call", "", tool_name=name, tool_input=_json_or_str(args) if t == "function_call"
+                         else args, call_id=cid if isinstance(cid, str) else None)
+        if t in ("function_call_output", "custom_tool_call_output", "tool_search_output"):
+            return self._output(p)
+        if t == "compaction":
+            return Event("summary", "", text="compaction (encrypted summary)")
+        return None
+
+    def _output(self, p: dict) -> Event:
+        cid = p.get("call_id") if isinstance(p.get("call_id"), str) else None
+        out = p.get("output", p.get("tools"))
+        meta: dict = {}
+        parsed = _json_or_str(out)
+        if isinstance(parsed, dict) and "output" in parsed:  # older builds wrap output + metadata
+            md = parsed.get("metadata") if isinstance(parsed.get("metadata"), dict) else {}
+            if "exit_code" in md:
+                meta["exit_code"] = md["exit_code"]
+            out = parsed["output"]
+        elif isinstance(out, list):
+            out = _content_text(out)
+        error = meta.get("exit_code") not in (None, 0) or p.get("success") is False
+        return Event("tool_result", "", tool_name=self.names.get(cid or ""), call_id=cid,
+                     tool_output=out, is_error=bool(error), meta=meta)
+
+    def _event_msg(self, p: dict) -> None:
+        t = p.get("type")
+        if t == "thread_rolled_back":
+            self._rollback(p.get("num_turns"))
+            self.t.stats["ignored"] += 1
+        elif t == "turn_aborted":
+            self._append(Event("system", "", text=f"turn aborted: {p.get('reason') or '?'}"))
+        else:
+            self.t.stats["ignored"] += 1  # UI copies of response items, token counts, ...
+
+    def _rollback(self, n: Any) -> None:
+        if not isinstance(n, int) or n <= 0:
+            return
+        key = self.tip
+        while key is not None:
+            ev = self.by_key[key]
+            if ev.kind == "user":
+                n -= 1
+                if n == 0:
+                    self.tip = ev.parent
+                    return
+            key = ev.parent
+        self.tip = None  # rolled back past the first turn: the next event is a new root
+
+    def _append(self, ev: Event) -> None:
+        ev.key = f"c{self.order}"
+        ev.parent, ev.timestamp, ev.order = self.tip, self.last_ts, self.order
+        self.by_key[ev.key] = ev
+        self.t.events.append(ev)
+        self.tip = ev.key
+
+
+def read_codex(lines: Iterable[Any]) -> Transcript:
+    """Build a Transcript from parsed rollout lines (None marks a malformed line)."""
+    b = _Builder()
+    for entry in lines:
+        b.t.stats["lines"] += 1
+        if entry is None:
+            b.t.stats["malformed"] += 1
+            b.t.stats["skipped"] += 1
+            b.order += 1
+            continue
+        b.line(entry)
+    return b.t

@@ -1,0 +1,115 @@
+"""The normalised event: one thing said or done, whatever agent produced it.
+
+Readers turn a source format into a `Transcript` of `Event`s; the recorder turns each event into
+a commit. `Event.record()` is exactly what goes into `event.json`, so it must hold only what
+the source said: no session id, no line number, no clock reading. That is what makes a copied
+prefix (a Claude Code `/branch`, a Codex fork) hash to the same commits as the original.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["KINDS", "Event", "Transcript", "parse_time", "short_text"]
+
+KINDS = ("user", "assistant", "tool_call", "tool_result", "system", "summary")
+
+
+@dataclass
+class Event:
+    """One normalised event.
+
+    `key` and `parent` are reader-local ids (unique within one transcript) that give the DAG;
+    `lane` is `main` or `agent-<id>` (sidechains) and only decides branch names.
+    """
+
+    kind: str
+    key: str
+    parent: str | None = None
+    text: str = ""
+    tool_name: str | None = None
+    tool_input: Any = None
+    tool_output: Any = None
+    call_id: str | None = None
+    is_error: bool = False
+    timestamp: float = 0.0
+    uuid: str | None = None
+    parent_uuid: str | None = None
+    message_id: str | None = None
+    sidechain: bool = False
+    agent_id: str | None = None
+    lane: str = "main"
+    meta: dict = field(default_factory=dict)
+    order: int = 0  # position in the source, for "latest leaf wins"
+
+    def record(self) -> dict:
+        """The JSON object stored as `event.json` (before redaction and blob splitting)."""
+        out: dict[str, Any] = {"kind": self.kind, "timestamp": self.timestamp}
+        if self.text:
+            out["text"] = self.text
+        if self.tool_name is not None:
+            out["tool_name"] = self.tool_name
+        if self.tool_input is not None:
+            out["tool_input"] = self.tool_input
+        if self.tool_output is not None:
+            out["tool_output"] = self.tool_output
+        if self.call_id:
+            out["call_id"] = self.call_id
+        if self.is_error:
+            out["is_error"] = True
+        source = {k: v for k, v in (("uuid", self.uuid), ("parent_uuid", self.parent_uuid),
+                                    ("message_id", self.message_id)) if v}
+        if source:
+            out["source"] = source
+        if self.sidechain:
+            out["sidechain"] = True
+        if self.agent_id:
+            out["agent_id"] = self.agent_id
+        if self.meta:
+            out["meta"] = self.meta
+        return out
+
+
+@dataclass
+class Transcript:
+    """What a reader found: events in source order plus counters and session facts."""
+
+    agent: str  # claude | codex | generic
+    session_id: str
+    events: list[Event] = field(default_factory=list)
+    stats: dict = field(default_factory=lambda: {"lines": 0, "skipped": 0, "malformed": 0,
+                                                 "ignored": 0, "duplicates": 0, "dangling": 0})
+    title: str | None = None
+    meta: dict = field(default_factory=dict)
+
+
+def parse_time(value: Any) -> float | None:
+    """ISO-8601 or epoch seconds/milliseconds -> epoch seconds; None when unreadable."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) / 1000.0 if value > 1e11 else float(value)
+    if not isinstance(value, str) or not value.strip():
+        return None
+    s = value.strip()
+    if s.endswith("Z"):
+        s = s[:-1] + "+00:00"
+    try:
+        dt = _dt.datetime.fromisoformat(s)
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=_dt.timezone.utc)
+    return dt.timestamp()
+
+
+def short_text(value: Any, limit: int = 72) -> str:
+    """One line of at most `limit` characters, for commit subjects and Markdown summaries."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        import json
+        value = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    s = " ".join(value.split())
+    return s if len(s) <= limit else s[: limit - 1].rstrip() + "…"

@@ -1,0 +1,191 @@
+"""Read a transcript file (Claude Code or Codex, auto-detected) or a list of generic steps.
+
+Readers never raise on content: a line that is not JSON, or has a type we do not know, is
+skipped and counted in `Transcript.stats`. A torn last line (the agent is still writing) is
+just a malformed line today and a complete one on the next, incremental, recording.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from .claude import read_claude
+from .codex import ENVELOPE_TYPES, read_codex
+from .model import Event, Transcript, parse_time
+
+__all__ = ["read_transcript", "read_steps", "detect_format", "subagent_files", "iter_lines"]
+
+
+def iter_lines(path: Path) -> Iterator[Any]:
+    """Parsed JSON per non-empty line; None for a malformed one."""
+    with open(path, "rb") as f:
+        for raw in f:
+            raw = raw.strip()
+            if not raw:
+                continue
+            try:
+                yield json.loads(raw.decode("utf-8", "replace"))
+            except ValueError:
+                yield None
+
+
+def detect_format(entries: Iterable[Any]) -> str:
+    """'claude', 'codex' or 'unknown', from the first recognisable lines."""
+    for n, e in enumerate(entries):
+        if n > 50:
+            break
+        if not isinstance(e, dict):
+            continue
+        if e.get("type") in ENVELOPE_TYPES or "record_type" in e:
+            return "codex"
+        if "parentUuid" in e or "sessionId" in e or (e.get("type") in ("user", "assistant")
+                                                     and isinstance(e.get("message"), dict)):
+            return "claude"
+    return "unknown"
+
+
+def subagent_files(path: Path) -> list[Path]:
+    """Claude Code >= 2.1 keeps subagents in `<session>/subagents/agent-*.jsonl` next to it."""
+    d = path.with_suffix("") / "subagents"
+    return sorted(d.glob("agent-*.jsonl")) if d.is_dir() else []
+
+
+def read_transcript(path: str | Path, *, fmt: str | None = None,
+                    subagents: Iterable[str | Path] | None = None,
+                    session_id: str | None = None) -> Transcript:
+    """Read a transcript file.
+
+    Args:
+        path: a Claude Code session `.jsonl`, a Codex rollout `.jsonl`, or a JSON file holding
+            a list of generic steps.
+        fmt: force 'claude', 'codex' or 'generic' instead of detecting.
+        subagents: Claude subagent files; default: those found in `<session>/subagents/`.
+        session_id: override the session id (default: from the file, else the file stem).
+    """
+    path = Path(path)
+    if fmt is None:
+        fmt = detect_format(iter_lines(path))
+        if fmt == "unknown":
+            fmt = "generic" if _json_list(path) is not None else "claude"
+    if fmt == "generic":
+        steps = _json_list(path) or []
+        return read_steps(steps, session_id=session_id or path.stem)
+    if fmt == "codex":
+        t = read_codex(iter_lines(path))
+    else:
+        subs = subagent_files(path) if subagents is None else [Path(p) for p in subagents]
+        t = read_claude(iter_lines(path), [iter_lines(p) for p in subs])
+    t.session_id = session_id or t.session_id or path.stem
+    return t
+
+
+def _json_list(path: Path) -> list | None:
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (ValueError, OSError):
+        return None
+    if isinstance(data, dict):
+        data = data.get("steps") or data.get("messages")
+    return data if isinstance(data, list) else None
+
+
+# -- generic steps ---------------------------------------------------------------------------
+
+ROLE_KIND = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
+             "model": "assistant", "system": "system", "developer": "system", "tool": "tool_result"}
+
+
+def read_steps(steps: Iterable[Any], *, session_id: str, agent: str = "generic",
+               base_time: float = 0.0) -> Transcript:
+    """Normalise steps an agent passes itself.
+
+    Accepts, per step: our own shape (`kind`, `text`, `tool_name`, `tool_input`, `tool_output`,
+    `call_id`), chat messages (`role` + `content` as a string or Anthropic blocks, OpenAI
+    `tool_calls` and `tool_call_id`). Optional `id`/`parent` give a DAG; otherwise each step
+    follows the previous one. Steps without a timestamp take the previous one's (or
+    `base_time`), so the same steps always record to the same commits.
+    """
+    t = Transcript(agent=agent, session_id=session_id)
+    last_ts, tip, names = base_time, None, {}
+    last_of: dict[str, str] = {}  # step id -> key of its last event
+    for n, step in enumerate(steps):
+        t.stats["lines"] += 1
+        evs = _step_events(step, names) if isinstance(step, dict) else None
+        if not evs:
+            t.stats["skipped"] += 1
+            continue
+        ts = parse_time(step.get("timestamp", step.get("time")))
+        last_ts = last_ts if ts is None else ts
+        sid = str(step["id"]) if isinstance(step.get("id"), (str, int)) else None
+        if "parent" in step or "parent_id" in step:  # an explicit DAG (branches)
+            parent = last_of.get(str(step.get("parent", step.get("parent_id"))))
+        else:
+            parent = tip
+        for i, ev in enumerate(evs):
+            ev.key = f"{sid or f's{n}'}" + (f"#{i}" if i else "")
+            ev.parent, ev.timestamp, ev.order, ev.uuid = parent, last_ts, n, sid
+            parent = ev.key
+            t.events.append(ev)
+        if sid:
+            last_of[sid] = parent
+        tip = parent
+    return t
+
+
+def _step_events(step: dict, names: dict[str, str]) -> list[Event]:
+    kind = step.get("kind") or step.get("type")
+    if kind in ("user", "assistant", "tool_call", "tool_result", "system", "summary"):
+        cid = step.get("call_id") or step.get("tool_call_id")
+        name = step.get("tool_name") or step.get("name") or names.get(cid or "")
+        if kind == "tool_call" and cid and name:
+            names[cid] = name
+        text = step.get("text", step.get("content", ""))
+        return [Event(kind, "", text=text if isinstance(text, str) else _text(text),
+                      tool_name=name if kind.startswith("tool") else None,
+                      tool_input=step.get("tool_input", step.get("input")),
+                      tool_output=step.get("tool_output", step.get("output")),
+                      call_id=cid, is_error=bool(step.get("is_error")))]
+    role = ROLE_KIND.get(str(step.get("role", "")).lower())
+    if role is None:
+        return []
+    content = step.get("content")
+    if role == "tool_result":
+        cid = step.get("tool_call_id") or step.get("call_id")
+        return [Event("tool_result", "", call_id=cid, tool_name=step.get("name") or names.get(cid or ""),
+                      tool_output=_text(content), is_error=bool(step.get("is_error")))]
+    out: list[Event] = []
+    blocks = content if isinstance(content, list) else [content]
+    texts = [b for b in blocks if not (isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result"))]
+    if _text(texts).strip():
+        out.append(Event(role, "", text=_text(texts)))
+    for b in blocks:
+        if isinstance(b, dict) and b.get("type") == "tool_use":
+            names[str(b.get("id"))] = str(b.get("name"))
+            out.append(Event("tool_call", "", tool_name=str(b.get("name")), tool_input=b.get("input"),
+                             call_id=b.get("id")))
+        elif isinstance(b, dict) and b.get("type") == "tool_result":
+            cid = b.get("tool_use_id")
+            out.append(Event("tool_result", "", call_id=cid, tool_name=names.get(str(cid)),
+                             tool_output=_text(b.get("content")), is_error=bool(b.get("is_error"))))
+    for tc in step.get("tool_calls") or []:
+        fn = tc.get("function", tc) if isinstance(tc, dict) else {}
+        args = fn.get("arguments")
+        try:
+            args = json.loads(args) if isinstance(args, str) else args
+        except ValueError:
+            pass
+        names[str(tc.get("id"))] = str(fn.get("name"))
+        out.append(Event("tool_call", "", tool_name=str(fn.get("name")), tool_input=args, call_id=tc.get("id")))
+    return out
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(_text(c.get("text") if isinstance(c, dict) and "text" in c else c)
+                         for c in content if c is not None and not (isinstance(c, dict) and "text" not in c))
+    return json.dumps(content, ensure_ascii=False, sort_keys=True)

@@ -1,0 +1,244 @@
+"""Write a Transcript into the store: one commit per event, one ref per branch tip.
+
+Objects are serialised by hand (blob, tree, commit) and hashed before they are written, so an
+event that is already stored costs a SHA-1 and an existence check, nothing else: recording the
+same transcript twice writes nothing, and a grown one writes only its new events. Everything in
+a commit comes from the event (dates = the event's timestamp, a fixed identity), which is what
+makes the ids reproducible. The caller holds the store lock.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pygit2
+from pygit2.enums import ObjectType
+
+from ..secrets import redact_text
+from ..timeline import signature
+from .model import Event, Transcript, short_text
+from .readers import read_transcript
+
+__all__ = ["SESSIONS_PREFIX", "LARGE", "RecordResult", "record", "record_file", "session_name",
+           "session_prefix", "load_event", "event_subject"]
+
+SESSIONS_PREFIX = "refs/checkpoints/sessions/"
+LARGE = 8 * 1024  # fields above this go to their own blob, so event.json stays readable
+BLOB_NAMES = {"text": "text", "tool_input": "input", "tool_output": "output"}
+AUTO_BRANCH = re.compile(r"^(main|fork-[0-9a-f]+|agent-.+|sidechain.*)$")
+
+
+@dataclass
+class RecordResult:
+    """What one recording did."""
+
+    session: str  # "<agent>-<session id>", the directory under refs/checkpoints/sessions/
+    events: int
+    new_commits: int
+    branches: dict[str, str]  # branch name -> tip commit (hex)
+    skipped: int
+    ignored: int
+    malformed: int
+    redactions: int
+    duplicates: int = 0
+    dangling: int = 0
+    title: str | None = None
+    commits: dict[str, str] = field(default_factory=dict, repr=False)  # event key -> commit
+
+    @property
+    def ref_prefix(self) -> str:
+        return f"{SESSIONS_PREFIX}{self.session}/"
+
+
+def session_name(agent: str, session_id: str) -> str:
+    """A ref-safe `<agent>-<session>` directory name."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", session_id).strip("-.") or "unknown"
+    return f"{re.sub(r'[^A-Za-z0-9_-]+', '-', agent)}-{safe}"
+
+
+def session_prefix(agent: str, session_id: str) -> str:
+    return f"{SESSIONS_PREFIX}{session_name(agent, session_id)}/"
+
+
+# -- redaction ---------------------------------------------------------------------------------
+
+def _redact(value: Any, counter: list[int]) -> Any:
+    if isinstance(value, str):
+        out = redact_text(value)
+        if out != value:
+            counter[0] += 1
+        return out
+    if isinstance(value, list):
+        return [_redact(v, counter) for v in value]
+    if isinstance(value, dict):
+        return {k: _redact(v, counter) for k, v in value.items()}
+    return value
+
+
+# -- object serialisation ----------------------------------------------------------------------
+
+def _obj(repo: pygit2.Repository, kind: str, data: bytes, new: dict[str, int]) -> bytes:
+    """Hash an object, write it only when missing; returns the raw 20-byte id."""
+    h = hashlib.sha1(f"{kind} {len(data)}\0".encode() + data)
+    if h.hexdigest() not in repo:
+        otype = {"blob": ObjectType.BLOB, "tree": ObjectType.TREE, "commit": ObjectType.COMMIT}[kind]
+        repo.odb.write(otype, data)
+        new[kind] += 1
+    return h.digest()
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, indent=1).encode("utf-8", "surrogatepass")
+
+
+def _files(record: dict) -> dict[str, bytes]:
+    """Split large fields into their own files; the rest is event.json."""
+    files: dict[str, bytes] = {}
+    blobs: dict[str, dict] = {}
+    for fld, stem in BLOB_NAMES.items():
+        value = record.get(fld)
+        if isinstance(value, str):
+            data, name = value.encode("utf-8", "surrogatepass"), f"{stem}.txt"
+        elif value is not None:
+            data, name = _dumps(value), f"{stem}.json"
+        else:
+            continue
+        if len(data) > LARGE:
+            files[name] = data
+            blobs[fld] = {"path": name, "bytes": len(data)}
+            del record[fld]
+    if blobs:
+        record["blobs"] = blobs
+    files["event.json"] = _dumps(record)
+    return files
+
+
+def event_subject(record: dict) -> str:
+    """The one line `git log --oneline` shows for an event."""
+    kind = record["kind"]
+    name = record.get("tool_name") or "?"
+    if kind == "tool_call":
+        inp = record.get("tool_input")
+        if isinstance(inp, dict):
+            inp = next((inp[k] for k in ("command", "cmd", "file_path", "path", "pattern", "query",
+                                         "url", "description", "prompt") if isinstance(inp.get(k), str)),
+                       inp)
+        return f"tool_call {name}: {short_text(inp, 60)}".rstrip(": ") or "tool_call"
+    if kind == "tool_result":
+        out = record.get("tool_output")
+        body = short_text(out, 60) if out is not None else f"({record.get('blobs', {}).get('tool_output', {}).get('bytes', 0)} bytes)"
+        return f"tool_result {name}{' [error]' if record.get('is_error') else ''}: {body}".rstrip(": ")
+    text = record.get("text")
+    if text is None and "text" in record.get("blobs", {}):
+        text = f"({record['blobs']['text']['bytes']} bytes)"
+    return f"{kind}: {short_text(text or '', 66)}".rstrip(": ") or kind
+
+
+def _commit_bytes(tree: bytes, parent: str | None, when: float, subject: str) -> bytes:
+    sig = signature(when)
+    who = f"{sig.name} <{sig.email}> {sig.time} +0000"
+    head = f"tree {tree.hex()}\n" + (f"parent {parent}\n" if parent else "")
+    return f"{head}author {who}\ncommitter {who}\n\n{subject}\n".encode("utf-8", "surrogatepass")
+
+
+def _write_event(repo: pygit2.Repository, ev: Event, parent: str | None,
+                 new: dict[str, int], red: list[int]) -> str:
+    record = _redact(ev.record(), red)
+    files = _files(record)
+    entries = b"".join(b"100644 " + name.encode() + b"\0" + _obj(repo, "blob", data, new)
+                       for name, data in sorted(files.items()))
+    tree = _obj(repo, "tree", entries, new)
+    subject = event_subject(record).replace("\n", " ")
+    return _obj(repo, "commit", _commit_bytes(tree, parent, ev.timestamp, subject), new).hex()
+
+
+# -- recording ---------------------------------------------------------------------------------
+
+def record(repo: pygit2.Repository, transcript: Transcript, *, update_refs: bool = True) -> RecordResult:
+    """Store every event of `transcript` as a commit and point the session's branch refs at
+    its leaves. Idempotent; incremental for a grown transcript."""
+    new, red = {"blob": 0, "tree": 0, "commit": 0}, [0]
+    commits: dict[str, str] = {}
+    for ev in transcript.events:  # readers give parents before children
+        commits[ev.key] = _write_event(repo, ev, commits.get(ev.parent or ""), new, red)
+    sname = session_name(transcript.agent, transcript.session_id)
+    branches = _branch_names(transcript.events, commits)
+    if update_refs:
+        _update_refs(repo, f"{SESSIONS_PREFIX}{sname}/", branches)
+    st = transcript.stats
+    return RecordResult(session=sname, events=len(transcript.events), new_commits=new["commit"], branches=branches, skipped=st["skipped"],
+        ignored=st["ignored"], malformed=st["malformed"], redactions=red[0],
+        duplicates=st["duplicates"], dangling=st["dangling"], title=transcript.title, commits=commits)
+
+
+def record_file(repo: pygit2.Repository, path: str, **read_kw: Any) -> RecordResult:
+    """Read a transcript file (format auto-detected) and record it."""
+    return record(repo, read_transcript(path, **read_kw))
+
+
+def _branch_names(events: list[Event], commits: dict[str, str]) -> dict[str, str]:
+    """Name every leaf: the latest leaf of each lane gets the lane's name (`main`,
+    `agent-<id>`), other leaves `[<lane>-]fork-<first event after the divergence>`."""
+    by_key = {e.key: e for e in events}
+    has_child = {e.parent for e in events if e.parent}
+    leaves = [e for e in events if e.key not in has_child]
+    primaries: dict[str, Event] = {}
+    for leaf in leaves:
+        if leaf.lane not in primaries or leaf.order >= primaries[leaf.lane].order:
+            primaries[leaf.lane] = leaf
+    covered: set[str] = set()
+
+    def cover(key: str | None) -> None:
+        while key and key not in covered:
+            covered.add(key)
+            key = by_key[key].parent if key in by_key else None
+
+    names: dict[str, str] = {}
+    for lane, leaf in sorted(primaries.items(), key=lambda kv: (kv[0] != "main", kv[0])):
+        names[lane] = commits[leaf.key]
+        cover(leaf.key)
+    for leaf in sorted((lf for lf in leaves if primaries[lf.lane] is not lf), key=lambda e: -e.order):
+        first = leaf
+        while first.parent and first.parent in by_key and first.parent not in covered:
+            first = by_key[first.parent]
+        prefix = "" if leaf.lane == "main" else f"{leaf.lane}-"
+        names[f"{prefix}fork-{commits[first.key][:8]}"] = commits[leaf.key]
+        cover(leaf.key)
+    return names
+
+
+def _update_refs(repo: pygit2.Repository, prefix: str, branches: dict[str, str]) -> None:
+    for name, target in branches.items():
+        ref = repo.references.get(prefix + name)
+        if ref is None or str(ref.target) != target:
+            repo.references.create(prefix + name, target, force=True)
+    # An older recording may have named leaves that have since grown or been renamed; drop
+    # those auto-named refs, but only when their commit is still reachable from a new tip.
+    tips = [pygit2.Oid(hex=t) for t in branches.values()]
+    for refname in list(repo.references):
+        if not refname.startswith(prefix) or refname[len(prefix):] in branches:
+            continue
+        if not AUTO_BRANCH.match(refname[len(prefix):]):
+            continue
+        old = repo.references[refname].target
+        if any(t == old or repo.descendant_of(t, old) for t in tips):
+            repo.references.delete(refname)
+
+
+# -- reading back ------------------------------------------------------------------------------
+
+def load_event(repo: pygit2.Repository, commit: str | pygit2.Oid | pygit2.Commit) -> dict:
+    """The stored record of an event commit, with large fields reassembled, plus `id` and
+    `parent` (hex)."""
+    c = commit if isinstance(commit, pygit2.Commit) else repo[commit].peel(pygit2.Commit)
+    tree = c.tree
+    record = json.loads(tree["event.json"].data)
+    for fld, info in record.pop("blobs", {}).items():
+        data = tree[info["path"]].data
+        record[fld] = json.loads(data) if info["path"].endswith(".json") else data.decode("utf-8", "replace")
+    record["id"] = str(c.id)
+    record["parent"] = str(c.parent_ids[0]) if c.parent_ids else None
+    return record
