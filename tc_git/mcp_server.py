@@ -1,0 +1,634 @@
+"""`tc-mcp`: the ten task tools over MCP (stdio), thin over `Engine`.
+
+Drop-in for task-checkpoint-mcp 0.1.7: same tool names, parameters and result keys. Better where
+the seed is weak: `root` may be omitted (the client's MCP roots, else the server's cwd); every
+failure the caller can act on is an `isError` tool result with a message that says what to do
+(never a JSON-RPC error, never a traceback); engine calls run in worker threads so the server
+keeps answering (ping, other tools) and long work reports progress; unsaved work is recorded as
+drift commits in the background (`tc_git.watch`).
+
+Logs go to stderr and to `<store>/tc/server.log`; stdout is the JSON-RPC channel.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import logging
+import os
+import sys
+import threading
+import time
+import traceback
+import warnings
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import unquote, urlparse
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+
+from . import __version__
+from .errors import TcError
+
+log = logging.getLogger("tc_git.mcp")
+
+INSTRUCTIONS = (
+    "Checkpoints for long work. New session: tc_resume first. Long task: tc_init once, then "
+    "tc_save after each completed step with conclusion and next. Before tc_restore apply=true, "
+    "preview it (apply=false); an applied restore is undone with tc_restore "
+    "drift_id=<recovered> apply=true. Unsaved edits are recorded as drifts automatically."
+)
+MAX_ITEMS = 200      # longest list in any result (the engine caps too; this is the backstop)
+LOG_MAX_BYTES = 1 << 20
+PROGRESS_EVERY = 0.2  # seconds between progress notifications
+
+
+# ------------------------------------------------------------------------------- result models
+class _Out(BaseModel):
+    # Keys the engine adds later pass through instead of being silently dropped.
+    model_config = ConfigDict(extra="allow")
+
+
+class GitInfo(_Out):
+    ok: bool = False
+    ref: str | None = None
+    reason: str | None = None
+    unchanged: bool | None = None
+
+
+class ChangedFile(_Out):
+    path: str
+    status: str
+
+
+class FilesChanged(_Out):
+    count: int
+    files: list[ChangedFile]
+
+
+class InitResult(_Out):
+    task_id: str
+    name: str
+    store: str
+    store_is_external: bool
+    prev_suspended: str | None = None
+    exclude: list[str]
+    note: str
+
+
+class SaveResult(_Out):
+    task_id: str
+    index: int = Field(description="step number (an identical re-save returns the same one)")
+    title: str
+    commit: str
+    groups: list[dict[str, Any]] = []
+    skipped_paths: list[str] = Field(description="paths kept as metadata only (ignored, sensitive, too large)")
+    idempotent: bool
+    closed: bool
+    status: str
+    active_task_changed: bool
+    git: GitInfo
+    changed: int = 0
+
+
+class LastStep(_Out):
+    title: str = ""
+    conclusion: str = ""
+    description: str = ""
+    next: str = ""
+
+
+class Health(_Out):
+    ok: bool
+    errors: list[str]
+
+
+class ResumeResult(_Out):
+    task_id: str
+    name: str
+    status: str
+    goal: str
+    constraints: str
+    head: int
+    last: LastStep
+    open_questions: list[str]
+    drift_paths: list[str] = Field(description="unsaved changed paths (capped; drift_total counts all)")
+    drift_total: int
+    next: str
+    store: str
+    active_task: str | None = None
+    skipped: list[str]
+    health: Health
+    milestone: str | None = None
+    commit: str
+    handoff: str = Field(description="text for a new session, under 2 KB")
+
+
+class Entry(_Out):
+    index: int
+    id: str
+    kind: str
+    title: str
+    timestamp: str
+    commit: str
+    files_changed: int = 0
+
+
+class ShowResult(_Out):
+    task_id: str
+    status: str
+    head: int
+    steps: list[Entry]
+    drifts: list[Entry]
+    drifts_omitted: int = 0
+    next_cursor: int | None = Field(None, description="pass as cursor for the next page; null: no more")
+
+
+class PathReason(_Out):
+    path: str
+    reason: str
+
+
+class PlanCounts(_Out):
+    to_delete: int
+    to_write: int
+    to_replace: int
+    unrestorable: int
+
+
+class Plan(_Out):
+    to_delete: list[str]
+    to_write: list[str]
+    to_replace: list[str]
+    unrestorable: list[PathReason]
+    counts: PlanCounts
+
+
+class RestoreResult(_Out):
+    applied: bool
+    recovered: str | None = Field(None, description="undo: tc_restore drift_id=<this> apply=true")
+    target: str
+    target_commit: str
+    plan: Plan
+    skipped_paths: list[str]
+    commit: str | None = None
+    failed: list[PathReason] = []
+
+
+class CaptureResult(_Out):
+    captured: bool
+    drift_id: str | None = None
+    reads: int = Field(description="paths changed since the last record")
+    commit: str | None = None
+    partial: bool
+    waiting: bool
+    skipped_paths: list[str]
+    files: FilesChanged | None = None
+
+
+class SwitchResult(_Out):
+    task_id: str
+    status: str
+
+
+class CompressResult(_Out):
+    converted: int = Field(description="drift records dropped")
+    eligible: int
+    already_gone: int = 0
+    bytes_freed: int
+    bytes_before: int | None = None
+    bytes_after: int | None = None
+    keep_seconds: int
+    minimum: int
+    maximum: int
+
+
+class ExportResult(_Out):
+    task_id: str | None = None
+    path: str | None = None
+
+
+class ImportResult(_Out):
+    task_id: str | None = None
+
+
+# ------------------------------------------------------------------------------- logging
+def _store_log(store: Path | str | None, line: str) -> None:
+    """Append to `<store>/tc/server.log` if that store exists (never creates a store)."""
+    if not store:
+        return
+    d = Path(store) / "tc"
+    if not d.is_dir():
+        return
+    path = d / "server.log"
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            if path.stat().st_size > LOG_MAX_BYTES:
+                os.replace(path, d / "server.log.1")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} [{os.getpid()}] {line.rstrip()}\n")
+    except OSError:
+        log.debug("cannot write %s", path, exc_info=True)
+
+
+def _error(message: str, code: str = "error") -> CallToolResult:
+    body = {"error": message, "code": code, "isError": True}
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(body, ensure_ascii=False))],
+                          structured_content=body, is_error=True)
+
+
+def _clip(s: str, n: int = 300) -> str:
+    s = " ".join(str(s).split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+# ------------------------------------------------------------------------------- root
+async def _client_root(ctx: Context) -> str | None:
+    """The first file:// root the client offers (preferring one that already has a store)."""
+    try:
+        caps = ctx.client_capabilities
+        if caps is None or getattr(caps, "roots", None) is None:
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with anyio.fail_after(5):
+                res = await ctx.session.list_roots()
+    except Exception:  # no back channel, old client, timeout: fall back to the cwd
+        log.debug("roots/list failed", exc_info=True)
+        return None
+    paths = []
+    for r in res.roots:
+        u = urlparse(str(r.uri))
+        if u.scheme == "file":
+            paths.append(unquote(u.path))
+    for p in paths:
+        if (Path(p) / ".checkpoints").is_dir() or (Path(p) / ".task-checkpoint-store.json").is_file():
+            return p
+    return paths[0] if paths else None
+
+
+# ------------------------------------------------------------------------------- server
+class TcServer(MCPServer):
+    """MCPServer whose argument errors are short, actionable `isError` results."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
+        tool = self._tool_manager.get_tool(name)
+        if tool is None:
+            names = ", ".join(t.name for t in self._tool_manager.list_tools())
+            return _error(f"unknown tool {name!r}; available: {names}", "bad_input")
+        props = (tool.parameters or {}).get("properties", {})
+        extra = sorted(set(arguments or {}) - set(props))
+        if extra:
+            return _error(f"{name}: unknown argument(s) {', '.join(extra)}; accepted: {', '.join(props)}",
+                          "bad_input")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as e:
+            cause = e.__cause__
+            if isinstance(cause, ValidationError):
+                parts = []
+                for err in cause.errors()[:5]:
+                    loc = ".".join(str(x) for x in err.get("loc", ())) or "arguments"
+                    got = "" if err.get("type") == "missing" else f" (got {_clip(repr(err.get('input')), 60)})"
+                    parts.append(f"{loc}: {err.get('msg', 'invalid')}{got}")
+                return _error(f"{name}: bad arguments: " + "; ".join(parts), "bad_input")
+            log.exception("tool %s failed", name)
+            return _error(f"{name} failed: {_clip(str(e))}", "internal")
+
+
+class Runner:
+    """Runs one engine call per tool call in a worker thread, maps failures to isError."""
+
+    def __init__(self, watcher=None):
+        self.watcher = watcher
+        self._engine_cls = None
+
+    def engine_cls(self):
+        if self._engine_cls is None:  # pygit2 is imported on first use: faster cold start
+            from .engine import Engine
+
+            self._engine_cls = Engine
+        return self._engine_cls
+
+    async def __call__(self, ctx: Context | None, tool: str, root: str | None, method: str, *args,
+                       log_call: bool = True, **kwargs):
+        t0 = time.perf_counter()
+        if not root:
+            root = (await _client_root(ctx) if ctx is not None else None) or os.getcwd()
+        bridge = _ProgressBridge(ctx)
+        engine_cls = await anyio.to_thread.run_sync(self.engine_cls) if self._engine_cls is None \
+            else self._engine_cls
+        holder: dict = {}
+
+        def work():
+            eng = engine_cls(root, progress=bridge)
+            holder["engine"] = eng
+            fn = getattr(eng, method, None)
+            if fn is None:
+                raise _NotInBuild(tool)
+            result = fn(*args, **_accepted(fn, kwargs))
+            if self.watcher is not None:
+                self.watcher.watch(eng.root, eng.store.path)
+            return result
+
+        eng = None
+        try:
+            result = await anyio.to_thread.run_sync(work)
+        except _NotInBuild:
+            return _error(f"{tool.removeprefix('tc_')} is not available in this build of tc-git "
+                          f"({__version__}); upgrade tc-git", "unavailable")
+        except TcError as e:
+            eng = holder.get("engine")
+            _store_log(eng.store.path if eng else None, f"{tool} error {e.code}: {e.message}")
+            log.info("%s: %s", tool, e.message)
+            return _error(e.message, e.code)
+        except Exception as e:
+            eng = holder.get("engine")
+            tb = traceback.format_exc()
+            where = eng.store.path / "tc" / "server.log" if eng and (eng.store.path / "tc").is_dir() else None
+            _store_log(eng.store.path if eng else None, f"{tool} crashed:\n{tb}")
+            log.error("%s crashed:\n%s", tool, tb)
+            return _error(f"{tool} failed unexpectedly: {type(e).__name__}: {_clip(str(e), 200)}"
+                          + (f" (traceback in {where})" if where else ""), "internal")
+        eng = holder["engine"]
+        if log_call:
+            _store_log(eng.store.path, f"{tool} ok {time.perf_counter() - t0:.3f}s")
+        return result
+
+
+class _NotInBuild(Exception):
+    pass
+
+
+def _accepted(fn, kwargs: dict) -> dict:
+    """Only the keyword arguments `fn` accepts (export/import live in another layer)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return kwargs
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return kwargs
+    return {k: v for k, v in kwargs.items() if k in params}
+
+
+class _ProgressBridge:
+    """Engine progress callback (worker thread) -> notifications/progress (event loop)."""
+
+    def __init__(self, ctx: Context | None):
+        self.ctx = ctx
+        self.last = 0.0
+        self.enabled = ctx is not None and _wants_progress(ctx)
+
+    def __call__(self, done, total=None, message=""):
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        final = bool(total) and done >= total
+        if now - self.last < PROGRESS_EVERY and not final:
+            return
+        self.last = now
+        try:
+            anyio.from_thread.run(self.ctx.report_progress, float(done),
+                                  float(total) if total else None, message or None)
+        except Exception:  # a closed stream must never break the engine call
+            self.enabled = False
+
+
+def _wants_progress(ctx: Context) -> bool:
+    try:
+        meta = ctx.request_context.meta
+    except Exception:
+        return False
+    if meta is None:
+        return False
+    if isinstance(meta, dict):
+        return meta.get("progressToken", meta.get("progress_token")) is not None
+    return getattr(meta, "progress_token", None) is not None or getattr(meta, "progressToken", None) is not None
+
+
+def _strip_titles(schema):
+    """pydantic puts an auto "title" on every schema node; they only make tools/list bigger."""
+    if isinstance(schema, dict):
+        schema.pop("title", None) if isinstance(schema.get("title"), str) else None
+        for key, value in schema.items():
+            if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(value, dict):
+                for sub in value.values():
+                    _strip_titles(sub)
+            elif isinstance(value, (dict, list)):
+                _strip_titles(value)
+    elif isinstance(schema, list):
+        for x in schema:
+            _strip_titles(x)
+    return schema
+
+
+def _compact_optional(schema: dict) -> dict:
+    """Input schema: `anyOf [X, null]` with default null -> X (omitting the argument means null)."""
+    for prop in (schema.get("properties") or {}).values():
+        any_of = prop.get("anyOf")
+        if prop.get("default", 0) is None and isinstance(any_of, list) and len(any_of) == 2 \
+                and {"type": "null"} in any_of:
+            prop.pop("anyOf")
+            prop.pop("default")
+            prop.update(next(x for x in any_of if x != {"type": "null"}))
+    return schema
+
+
+# ------------------------------------------------------------------------------- tools
+Root = Annotated[str | None, Field(description="workspace directory; omitted: the client's MCP root, "
+                                               "else the server's working directory")]
+
+
+def _ann(title: str, read_only=False, destructive=False, idempotent=False) -> ToolAnnotations:
+    return ToolAnnotations(title=title, read_only_hint=read_only, destructive_hint=destructive,
+                           idempotent_hint=idempotent, open_world_hint=False)
+
+
+def build_server(watch: bool | None = None) -> TcServer:
+    """A server instance. `watch=None` follows TC_WATCH (on unless `off`)."""
+    from .watch import DriftWatcher, watch_enabled
+
+    watcher = DriftWatcher(log_line=_store_log) if (watch_enabled() if watch is None else watch) else None
+    run = Runner(watcher)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_server):
+        try:
+            yield {}
+        finally:
+            if watcher is not None:
+                await anyio.to_thread.run_sync(watcher.stop)
+
+    mcp = TcServer("tc-git", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan,
+                   log_level="WARNING")
+    mcp.watcher = watcher
+
+    @mcp.tool(annotations=_ann("Start a task"))
+    async def tc_init(
+        ctx: Context,
+        name: Annotated[str, Field(description="short task name")],
+        root: Root = None,
+        goal: str = "",
+        constraints: str = "",
+        store: Annotated[str | None, Field(description="store directory; default <root>/.checkpoints")] = None,
+        exclude: Annotated[list[str] | None, Field(description="extra patterns to leave out "
+                                                                "(gitignore style; .gitignore is respected)")] = None,
+    ) -> InitResult:
+        """Start a task in a workspace and make it active (the active one is suspended). Creates the
+        checkpoint store. Call once when starting long work; then tc_save after each step."""
+        return await run(ctx, "tc_init", root, "init", name, goal, constraints, store, exclude or [])
+
+    @mcp.tool(annotations=_ann("Save a step", idempotent=True))
+    async def tc_save(
+        ctx: Context,
+        title: Annotated[str, Field(description="what this step did, one line")],
+        root: Root = None,
+        task_id: Annotated[str | None, Field(description="default: the active task")] = None,
+        description: str = "",
+        conclusion: Annotated[str, Field(description="what was learned or decided")] = "",
+        verified: Annotated[list[str] | None, Field(description="checks that passed")] = None,
+        open_questions: list[str] | None = None,
+        next: Annotated[str, Field(description="the next step, for whoever resumes")] = "",
+        close: Annotated[bool, Field(description="record this step, then close the task")] = False,
+        paths: Annotated[list[str] | None, Field(description="reserved; must be empty")] = None,
+    ) -> SaveResult:
+        """Record a completed step: a snapshot of the whole workspace with title, conclusion and next.
+        Re-saving the same state and fields returns the same step (idempotent: true)."""
+        return await run(ctx, "tc_save", root, "save", title, task_id=task_id, description=description,
+                         conclusion=conclusion, verified=verified or [], open_questions=open_questions or [],
+                         next=next, close=close, paths=paths or [])
+
+    @mcp.tool(annotations=_ann("Resume a task", read_only=True, idempotent=True))
+    async def tc_resume(
+        ctx: Context,
+        root: Root = None,
+        task_id: Annotated[str | None, Field(description="default: the active task")] = None,
+        lang: Annotated[str, Field(description="handoff language: en or zh")] = "en",
+    ) -> ResumeResult:
+        """Read-only. Call first in a new session: goal, current step, last conclusion, next step,
+        open questions, unsaved changed paths, and a `handoff` text under 2 KB."""
+        return await run(ctx, "tc_resume", root, "resume", task_id, lang, log_call=False)
+
+    @mcp.tool(annotations=_ann("Show steps", read_only=True, idempotent=True))
+    async def tc_show(
+        ctx: Context,
+        root: Root = None,
+        task_id: Annotated[str | None, Field(description="default: the active task")] = None,
+        index: Annotated[int | None, Field(ge=1, description="one step only")] = None,
+        include_drift: Annotated[bool, Field(description="also list drift/restore records")] = False,
+        limit: Annotated[int, Field(ge=1, le=200)] = 50,
+        cursor: Annotated[int | None, Field(ge=0, description="next_cursor of the previous page")] = None,
+    ) -> ShowResult:
+        """Read-only. A task's steps, oldest first, paginated by limit and cursor."""
+        return await run(ctx, "tc_show", root, "show", task_id, index, include_drift, limit, cursor,
+                         log_call=False)
+
+    @mcp.tool(annotations=_ann("Restore the workspace", destructive=True, idempotent=True))
+    async def tc_restore(
+        ctx: Context,
+        root: Root = None,
+        index: Annotated[int | None, Field(ge=1, description="step number (or give drift_id)")] = None,
+        drift_id: Annotated[str | None, Field(description="drift id such as d0003 (or give index)")] = None,
+        apply: Annotated[bool, Field(description="false: preview the plan only; true: write files")] = False,
+    ) -> RestoreResult:
+        """Bring the workspace back to a step or a drift. Preview first (apply=false). apply=true
+        saves the current state (unsaved work included) as drift `recovered`, then writes files;
+        undo with drift_id=<recovered> apply=true. Ignored or sensitive files are never touched."""
+        return await run(ctx, "tc_restore", root, "restore", index, drift_id, apply, log_call=apply)
+
+    @mcp.tool(annotations=_ann("Capture unsaved changes", idempotent=True))
+    async def tc_capture(ctx: Context, root: Root = None) -> CaptureResult:
+        """Record unsaved workspace changes now as a drift (not a step). captured=false: nothing changed."""
+        return await run(ctx, "tc_capture", root, "capture")
+
+    @mcp.tool(annotations=_ann("Switch task", idempotent=True))
+    async def tc_switch(ctx: Context, task_id: str, root: Root = None) -> SwitchResult:
+        """Make another task of this store active (the current one is suspended). Closed tasks stay closed."""
+        return await run(ctx, "tc_switch", root, "switch", task_id)
+
+    @mcp.tool(annotations=_ann("Export a handoff"))
+    async def tc_export(
+        ctx: Context,
+        to: Annotated[str, Field(description="existing directory to write the package into")],
+        root: Root = None,
+        task_id: Annotated[str | None, Field(description="default: the active task")] = None,
+    ) -> ExportResult:
+        """Write the task (history, notes, HANDOFF.md) as a git bundle package into `to`, for another
+        workspace, machine or person (tc_import there)."""
+        return await run(ctx, "tc_export", root, "export", to, task_id=task_id)
+
+    @mcp.tool(annotations=_ann("Import a handoff", destructive=True))
+    async def tc_import(
+        ctx: Context,
+        package: Annotated[str, Field(description="path of a package made by tc_export")],
+        root: Root = None,
+    ) -> ImportResult:
+        """Import a task exported by tc_export into this workspace's store and make it active."""
+        return await run(ctx, "tc_import", root, "import_", package)
+
+    @mcp.tool(annotations=_ann("Compress drifts", destructive=True, idempotent=True))
+    async def tc_compress(
+        ctx: Context,
+        root: Root = None,
+        keep_seconds: Annotated[int, Field(ge=0, description="drifts younger than this are kept")] = 604800,
+        minimum: Annotated[int, Field(ge=0, description="newest drifts always kept")] = 20,
+        maximum: Annotated[int, Field(ge=1, description="at most this many drifts kept")] = 50,
+    ) -> CompressResult:
+        """Drop old drift records of the active task (never steps or restore points) and repack the
+        store to free space."""
+        return await run(ctx, "tc_compress", root, "compress", keep_seconds, minimum, maximum)
+
+    for tool in mcp._tool_manager.list_tools():
+        _strip_titles(tool.parameters)
+        _compact_optional(tool.parameters)
+        if tool.output_schema:
+            _strip_titles(tool.output_schema)
+    return mcp
+
+
+# ------------------------------------------------------------------------------- entry point
+def _setup_logging() -> None:
+    level = os.environ.get("TC_LOG_LEVEL", "INFO").upper()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("tc-mcp %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    logging.getLogger("tc_git").setLevel(getattr(logging, level, logging.INFO))
+    env_store = os.environ.get("TC_STORE")
+    if env_store:
+        _store_log(Path(os.path.expanduser(env_store)), f"tc-mcp {__version__} start (cwd {os.getcwd()})")
+
+
+def main(argv=None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("-h", "--help"):
+        print("tc-mcp: the tc-git MCP server on stdio (no arguments). Env: TC_STORE, TC_WATCH=off, "
+              "TC_WATCH_INTERVAL, TC_DRIFT_MAX_WAIT, TC_LOCK_TIMEOUT, TC_LOG_LEVEL. "
+              "Skill: `tc skill install`.")
+        return
+    if argv and argv[0] == "--version":
+        print(f"tc-mcp {__version__}")
+        return
+    if argv:
+        print(f"tc-mcp: unknown arguments {argv!r} (try --help)", file=sys.stderr)
+        sys.exit(2)
+    _setup_logging()
+    server = build_server()
+    log.info("tc-mcp %s on stdio (pid %d)", __version__, os.getpid())
+    try:
+        server.run("stdio")
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,299 @@
+"""The drift layer: while the MCP server runs, unsaved work becomes drift commits on its own.
+
+For every workspace this process has served that has an active task, file-system notifications
+(inotify through watchdog) mark the workspace dirty; once nothing has changed for
+`TC_WATCH_INTERVAL` seconds (default 15) the workspace is captured as a drift commit. If files
+keep changing, a capture with `partial: true` is taken after `TC_DRIFT_MAX_WAIT` seconds
+(default 60) anyway. While nothing changes the watcher does no I/O at all: its cost does not
+grow with the workspace. Only where notifications cannot be had (no inotify, watch limit hit)
+does it fall back to a stat poll of the tree every interval.
+
+Events inside the store and inside `.git/` are ignored (our own writes must not wake us), and so
+are opens and reads (a capture reads files). `TC_WATCH=off` disables the watcher. Nothing here
+may crash the server: every failure is logged and counted.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+log = logging.getLogger("tc_git.watch")
+
+MAX_ROOTS = 16  # workspaces watched at once (oldest dropped first); bounds inotify watches
+
+
+def watch_enabled() -> bool:
+    return os.environ.get("TC_WATCH", "on").strip().lower() not in ("off", "0", "false", "no")
+
+
+def _env_float(name: str, default: float, lo: float) -> float:
+    try:
+        return max(lo, float(os.environ.get(name, default)))
+    except ValueError:
+        log.warning("%s=%r is not a number; using %s", name, os.environ.get(name), default)
+        return default
+
+
+class _Root:
+    def __init__(self, root: Path, store: Path):
+        self.root = root
+        self.store = store
+        self.store_prefix = str(store.resolve()) + os.sep
+        self.root_prefix = str(root) + os.sep
+        self.dirty_since: float | None = None
+        self.last_event = 0.0
+        self.events = 0
+        self.handle = None  # watchdog ObservedWatch
+        self.observer = None  # the observer that holds `handle`
+        self.errors = 0
+        self.captures = 0
+        self.registered = time.monotonic()
+
+    def ignored(self, path: str) -> bool:
+        if not path:
+            return True
+        if path.startswith(self.store_prefix) or path + os.sep == self.store_prefix:
+            return True
+        rel = path[len(self.root_prefix):] if path.startswith(self.root_prefix) else path
+        parts = rel.split(os.sep)
+        return ".git" in parts[:-1] or (parts[-1] == ".git") or parts[0] == ".checkpoints"
+
+
+class DriftWatcher:
+    """Background drift recorder. `watch(root, store)` after every served call; `stop()` at exit."""
+
+    def __init__(self, interval: float | None = None, max_wait: float | None = None, log_line=None,
+                 engine_factory=None):
+        self.interval = interval if interval is not None else _env_float("TC_WATCH_INTERVAL", 15.0, 0.05)
+        self.max_wait = max_wait if max_wait is not None else _env_float("TC_DRIFT_MAX_WAIT", 60.0, 0.05)
+        self.max_wait = max(self.max_wait, self.interval)
+        self.log_line = log_line or (lambda store, line: None)
+        self.engine_factory = engine_factory
+        self.roots: dict[Path, _Root] = {}
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.observer = None
+        self.poller = None
+        self.mode = None  # "inotify" | "poll" once started
+        self.failures = 0
+
+    # ----------------------------------------------------------------------- registration
+    def watch(self, root: Path, store: Path) -> None:
+        """Watch `root` if it has an active task (cheap; safe from any thread; never raises)."""
+        try:
+            self._watch(Path(root), Path(store))
+        except Exception:
+            self._fail("cannot watch %s", root)
+
+    def _watch(self, root: Path, store: Path) -> None:
+        if self.stopping.is_set():
+            return
+        with self.lock:
+            st = self.roots.get(root)
+            if st is not None and st.handle is not None and st.store == store:
+                return
+        if not _has_active_task(store, root):
+            return
+        with self.lock:
+            self._start_locked()
+            if st is not None:
+                self._unschedule_locked(st)
+            st = _Root(root, store)
+            st.handle, st.observer = self._schedule_locked(st)
+            self.roots[root] = st
+            while len(self.roots) > MAX_ROOTS:
+                oldest = min(self.roots.values(), key=lambda r: r.registered)
+                self._unschedule_locked(oldest)
+                del self.roots[oldest.root]
+        log.info("watching %s (%s, quiet period %.1fs, max wait %.1fs)", root, self.mode, self.interval,
+                 self.max_wait)
+
+    def forget(self, root: Path) -> None:
+        with self.lock:
+            st = self.roots.pop(Path(root), None)
+            if st is not None:
+                self._unschedule_locked(st)
+
+    # ----------------------------------------------------------------------- observers
+    def _start_locked(self) -> None:
+        if self.thread is not None:
+            return
+        try:
+            from watchdog.observers import Observer
+
+            obs = Observer()
+            obs.daemon = True
+            obs.start()
+            self.observer, self.mode = obs, type(obs).__name__.replace("Observer", "").lower() or "native"
+        except Exception:
+            log.warning("file-system notifications unavailable; falling back to a stat poll", exc_info=True)
+            self.mode = "poll"
+        self.thread = threading.Thread(target=self._loop, name="tc-drift-watcher", daemon=True)
+        self.thread.start()
+
+    def _poller_locked(self):
+        if self.poller is None:
+            from watchdog.observers.polling import PollingObserver
+
+            self.poller = PollingObserver(timeout=self.interval)
+            self.poller.daemon = True
+            self.poller.start()
+        return self.poller
+
+    def _schedule_locked(self, st: _Root):
+        from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirMovedEvent, FileAttribEvent,
+                                     FileClosedEvent, FileCreatedEvent, FileDeletedEvent,
+                                     FileModifiedEvent, FileMovedEvent)
+
+        handler = _Handler(self, st)
+        # Writes, creations, deletions, renames and chmods only: opens and reads (our own
+        # captures read files) must not wake the watcher.
+        kinds = [FileCreatedEvent, FileDeletedEvent, FileModifiedEvent, FileMovedEvent, FileClosedEvent,
+                 FileAttribEvent, DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
+        if self.observer is not None:
+            try:
+                return self.observer.schedule(handler, str(st.root), recursive=True, event_filter=kinds), \
+                    self.observer
+            except Exception as e:  # e.g. ENOSPC: inotify watch limit reached
+                log.warning("notifications for %s unavailable (%s); stat polling it every %.1fs", st.root, e,
+                            self.interval)
+        poller = self._poller_locked()
+        return poller.schedule(handler, str(st.root), recursive=True, event_filter=kinds), poller
+
+    def _unschedule_locked(self, st: _Root) -> None:
+        if st.handle is not None and st.observer is not None:
+            try:
+                st.observer.unschedule(st.handle)
+            except Exception:
+                pass
+        st.handle = None
+
+    # ----------------------------------------------------------------------- events
+    def on_event(self, st: _Root, paths) -> None:
+        if any(not st.ignored(p) for p in paths if p):
+            now = time.monotonic()
+            with self.lock:
+                st.events += 1
+                st.last_event = now
+                if st.dirty_since is None:
+                    st.dirty_since = now
+
+    # ----------------------------------------------------------------------- the loop
+    def _loop(self) -> None:
+        tick = min(1.0, max(0.05, self.interval / 5))
+        while not self.stopping.wait(tick):
+            try:
+                self._tick()
+            except Exception:
+                self._fail("watcher tick failed")
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        due = []
+        with self.lock:
+            for st in self.roots.values():
+                if st.dirty_since is None:
+                    continue
+                quiet = now - st.last_event >= self.interval
+                overdue = now - st.dirty_since >= self.max_wait
+                if quiet or overdue:
+                    due.append((st, not quiet))
+                    st.dirty_since = None  # events during the capture start a new window
+        for st, partial in due:
+            if self.stopping.is_set():
+                return
+            self._capture(st, partial)
+
+    def _capture(self, st: _Root, partial: bool) -> None:
+        from .errors import NotFound, StoreBusy, TaskClosed, TcError
+
+        try:
+            eng = self._engine(st.root)
+            result = eng.capture(partial=partial)
+        except (NotFound, TaskClosed) as e:  # no active task any more: stop until served again
+            log.info("not watching %s any more: %s", st.root, e.message)
+            self.forget(st.root)
+            return
+        except StoreBusy:
+            with self.lock:  # try again after the next quiet period
+                if st.dirty_since is None:
+                    st.dirty_since = time.monotonic()
+                    st.last_event = time.monotonic()
+            return
+        except TcError as e:
+            st.errors += 1
+            self._fail("drift capture of %s refused: %s", st.root, e.message, tb=False)
+            return
+        except Exception:
+            st.errors += 1
+            self._fail("drift capture of %s failed", st.root)
+            return
+        if result.get("captured"):
+            st.captures += 1
+            msg = f"watch: drift {result.get('drift_id')} ({result.get('reads')} files{', partial' if partial else ''})"
+            log.info("%s: %s", st.root, msg)
+            self.log_line(st.store, msg)
+
+    def _engine(self, root: Path):
+        if self.engine_factory is not None:
+            return self.engine_factory(root)
+        from .engine import Engine
+
+        return Engine(root, agent="tc-mcp-watch")
+
+    def _fail(self, fmt: str, *args, tb: bool = True) -> None:
+        """Log failures at counts 1, 10, 100, ... so a broken root cannot flood the log."""
+        self.failures += 1
+        n = self.failures
+        if n & (n - 1) == 0 or str(n).rstrip("0") == "1":
+            log.warning(fmt + f" (failure #{n})", *args, exc_info=tb)
+
+    # ----------------------------------------------------------------------- shutdown
+    def stop(self, timeout: float = 5.0) -> None:
+        self.stopping.set()
+        for obs in (self.observer, self.poller):
+            if obs is not None:
+                try:
+                    obs.stop()
+                    obs.join(timeout)
+                except Exception:
+                    pass
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(timeout)
+
+    def status(self) -> dict:
+        with self.lock:
+            return {"mode": self.mode, "interval": self.interval, "max_wait": self.max_wait,
+                    "roots": {str(r): {"dirty": s.dirty_since is not None, "events": s.events,
+                                       "captures": s.captures, "errors": s.errors}
+                              for r, s in self.roots.items()}}
+
+
+def _has_active_task(store: Path, root: Path) -> bool:
+    from .store import Store
+
+    s = Store(store, root)
+    return s.exists and bool(s.active_task())
+
+
+class _Handler:
+    """watchdog event handler (duck-typed: `dispatch` is all the observer calls)."""
+
+    def __init__(self, watcher: DriftWatcher, st: _Root):
+        self.watcher, self.st = watcher, st
+
+    def dispatch(self, event) -> None:
+        try:
+            if event.is_directory and event.event_type == "modified":
+                return
+            paths = [os.fsdecode(event.src_path)]
+            dest = getattr(event, "dest_path", "")
+            if dest:
+                paths.append(os.fsdecode(dest))
+            self.watcher.on_event(self.st, paths)
+        except Exception:
+            self.watcher._fail("bad watch event")
