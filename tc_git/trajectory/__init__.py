@@ -1,0 +1,24 @@
+"""The trajectory layer: what was said and done, one git commit per event.
+
+Pure functions over the store's `pygit2.Repository`; the caller (the engine) holds the store
+lock for anything that writes. See DESIGN.md, "Trajectory: every event is a commit".
+"""
+from __future__ import annotations
+
+from .edits import VerifyResult, apply_patch, verify_edits
+from .milestones import (MILESTONES_PREFIX, Milestone, SessionInfo, delete_milestone, event_note,
+                         get_milestone, link_code, linked_code, list_milestones, list_sessions, log,
+                         resolve, set_milestone)
+from .model import KINDS, Event, Transcript
+from .ops import Checkout, TrajectoryDiff, branch, checkout, code_states, diff, export_markdown, replay
+from .readers import detect_format, read_steps, read_transcript
+from .recorder import SESSIONS_PREFIX, RecordResult, load_event, record, record_file, session_name
+
+__all__ = [
+    "KINDS", "Event", "Transcript", "detect_format", "read_transcript", "read_steps",
+    "SESSIONS_PREFIX", "RecordResult", "record", "record_file", "session_name", "load_event",
+    "MILESTONES_PREFIX", "Milestone", "SessionInfo", "set_milestone", "get_milestone",
+    "list_milestones", "delete_milestone", "list_sessions", "log", "resolve", "event_note",
+    "link_code", "linked_code", "Checkout", "TrajectoryDiff", "checkout", "replay", "code_states",
+    "export_markdown", "branch", "diff", "verify_edits", "apply_patch", "VerifyResult",
+]
