@@ -1,0 +1,440 @@
+"""Agent-runtime hooks (Claude Code, Codex): `tc-hook <event>` / `tc hook <event>`.
+
+The agent runs this once per event with the event JSON on stdin. It dispatches on
+`hook_event_name` (the command-line event name is only a fallback) and does the least work that
+event needs:
+
+- SessionStart: if the workspace (`cwd` of the event, or a parent of it) has an active task,
+  print `hookSpecificOutput.additionalContext` = the resume handoff; else print nothing.
+- SessionEnd (and Codex `Stop`): spawn a detached worker that captures the workspace, records
+  the transcript into the trajectory and links its tip to the code timeline; return at once
+  (Claude Code gives every SessionEnd hook together 1.5 s).
+- PostToolUse on a file-changing tool: record a drift whose note names the tool call.
+- PreCompact: record the transcript so far and name a milestone `precompact-<session>-<n>` on
+  its tip, linked to the code timeline.
+
+Rules: never fail the agent (any error -> a line on stderr, exit 0, and a line in
+`<store>/tc/hooks.log` when there is a store); never create a store; no active task -> nothing.
+Start-up cost matters (every tool call pays it): this module imports only the standard library
+at load time, never `mcp`, and pygit2 (through the engine) only on the paths that need it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+# Same values as tc_git.store (imported lazily there because it loads pygit2); a test keeps
+# them equal.
+STORE_DIRNAME = ".checkpoints"
+POINTER_FILE = ".task-checkpoint-store.json"
+LOG_NAME = "hooks.log"
+LOG_MAX_BYTES = 1 << 20
+
+EVENT_NAMES = {  # command-line name -> hook_event_name
+    "session-start": "SessionStart",
+    "session-end": "SessionEnd",
+    "post-tool-use": "PostToolUse",
+    "pre-compact": "PreCompact",
+    "stop": "Stop",
+}
+# Tools whose only job is to change files: always captured.
+EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit", "apply_patch"})
+# Shell tools may change files (sed -i, git checkout, a build); a capture after them records a
+# drift only when the snapshot differs, so read-only commands cost a stat walk and no commit.
+# Claude Code runs these hooks async (see hooks/hooks.json), so the agent does not wait.
+SHELL_TOOLS = frozenset({"Bash", "shell", "exec_command", "local_shell", "shell_command"})
+AGENTS = ("claude", "codex")
+
+
+class Place:
+    """Where a hook acts: the workspace root, its store, and the active task (or None)."""
+
+    def __init__(self, root: str, store: str, task: str | None):
+        self.root, self.store, self.task = root, store, task
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"Place({self.root!r}, {self.store!r}, {self.task!r})"
+
+
+# ------------------------------------------------------------------------------- locating
+def _active(store: str) -> dict:
+    try:
+        with open(os.path.join(store, "tc", "active.json"), encoding="utf-8") as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _pointer_store(d: str) -> str | None:
+    path = os.path.join(d, POINTER_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return os.path.realpath(os.path.expanduser(json.load(f)["store"]))
+
+
+def _is_store(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "HEAD")) and os.path.isdir(os.path.join(path, "objects"))
+
+
+def locate(cwd: str | None) -> Place | None:
+    """The workspace of `cwd`: cwd itself or its nearest parent that has a store (the agent may
+    have `cd`-ed into a subdirectory). Reads two small files; never imports pygit2, never
+    creates anything. None when no store is found (the home directory and `/` are never
+    workspaces, as in `store.check_root`)."""
+    if not cwd:
+        return None
+    d = os.path.realpath(os.path.expanduser(cwd))
+    if not os.path.isdir(d):
+        return None
+    home = os.path.realpath(os.path.expanduser("~"))
+    env_store = os.environ.get("TC_STORE")
+    env_store = os.path.realpath(os.path.expanduser(env_store)) if env_store else None
+    while True:
+        if d == home or d == os.path.dirname(d):
+            return None
+        if env_store:
+            store = env_store if _is_store(env_store) else None
+        else:
+            store = _pointer_store(d) or os.path.join(d, STORE_DIRNAME)
+            store = store if _is_store(store) else None
+        if store:
+            task = _active(store).get(d)
+            if task or not env_store:  # with $TC_STORE keep looking for the workspace it knows
+                return Place(d, store, task)
+        d = os.path.dirname(d)
+
+
+# ------------------------------------------------------------------------------- logging
+def log(store: str | None, line: str) -> None:
+    """Append one line to `<store>/tc/hooks.log` (rotated at 1 MB); only if the store exists."""
+    if not store:
+        return
+    tc_dir = os.path.join(store, "tc")
+    if not os.path.isdir(tc_dir):
+        return
+    path = os.path.join(tc_dir, LOG_NAME)
+    try:
+        if os.path.getsize(path) > LOG_MAX_BYTES:
+            os.replace(path, path + ".1")
+    except OSError:
+        pass
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, f"{stamp} [{os.getpid()}] {line}\n".encode("utf-8", "backslashreplace"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+# ------------------------------------------------------------------------------- helpers
+def detect_agent(event: dict, hint: str | None = None) -> str:
+    if hint in AGENTS:
+        return hint
+    tp = str(event.get("transcript_path") or "")
+    if "/.codex/" in tp or os.path.basename(tp).startswith("rollout-") or "turn_id" in event:
+        return "codex"
+    return "claude"
+
+
+def _clip(s: str, n: int = 120) -> str:
+    s = " ".join(str(s).split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _patch_paths(text: str) -> list[str]:
+    out = []
+    for line in str(text).splitlines():
+        for tag in ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: "):
+            if line.startswith(tag):
+                out.append(line[len(tag):].strip())
+    return out
+
+
+def _rel(path: str, root: str | None) -> str:
+    if root and os.path.isabs(path):
+        try:
+            rel = os.path.relpath(os.path.realpath(path), root)
+        except ValueError:
+            return path
+        return path if rel.startswith("..") else rel
+    return path
+
+
+def tool_call_of(event: dict, agent: str, root: str | None = None) -> dict:
+    """What the drift note says about the tool call that made it (paths relative to `root`)."""
+    tool = str(event.get("tool_name") or "")
+    inp = event.get("tool_input")
+    inp = inp if isinstance(inp, dict) else {"input": inp} if inp is not None else {}
+    paths = [str(inp[k]) for k in ("file_path", "notebook_path", "path") if isinstance(inp.get(k), str)]
+    if tool == "apply_patch" or "*** Begin Patch" in str(inp.get("command") or inp.get("input") or ""):
+        paths += _patch_paths(inp.get("command") or inp.get("input") or inp.get("patch") or "")
+    call = {"id": event.get("tool_use_id") or event.get("call_id"), "name": tool, "agent": agent,
+            "session": event.get("session_id"), "turn": event.get("turn_id"),
+            "paths": [_rel(p, root) for p in paths[:50]]}
+    cmd = inp.get("command")
+    if tool in SHELL_TOOLS and cmd:
+        from .secrets import redact_text  # a shell command may hold a credential
+
+        call["command"] = _clip(redact_text(" ".join(cmd) if isinstance(cmd, list) else str(cmd)), 300)
+    return {k: v for k, v in call.items() if v not in (None, "", [])}
+
+
+def _title(call: dict) -> str:
+    root_rel = call.get("paths") or []
+    if root_rel:
+        first = root_rel[0]
+        more = f" (+{len(root_rel) - 1})" if len(root_rel) > 1 else ""
+        return _clip(f"{call['name']} {first}{more}", 100)
+    if call.get("command"):
+        return _clip(f"{call['name']}: {call['command']}", 100)
+    return f"after {call.get('name') or 'a tool call'}"
+
+
+def _engine(place: Place, agent: str, session: str | None):
+    from .engine import Engine  # pygit2 from here on
+
+    return Engine(place.root, agent=agent, session=session)
+
+
+def capture_linked(engine, call: dict, title: str) -> dict:
+    """`engine.capture()` with the tool call in the drift's note and a readable title.
+
+    Uses the engine's own parameters when it has them; otherwise the same steps as
+    `Engine.capture` with the extra note fields.
+    """
+    import inspect
+
+    params = inspect.signature(engine.capture).parameters
+    if "tool_call" in params:
+        kw = {"tool_call": call}
+        if "title" in params:
+            kw["title"] = title
+        return engine.capture(**kw)
+    from .errors import TaskClosed
+
+    engine._require_store()
+    with engine.store.lock():
+        tl = engine._timeline()
+        head = tl.head()
+        if head.kind == "close":
+            raise TaskClosed(f"task {tl.task_id} is closed: nothing to capture")
+        snap = engine._snapshot(head.record.get("task", {}))
+        if engine.repo[head.oid].tree_id == snap.tree:
+            return {"captured": False, "drift_id": None, "commit": None}
+        oid, drift_id, changed = engine._drift(tl, head, snap, title=title, tool_call=call)
+    return {"captured": True, "drift_id": drift_id, "commit": str(oid), "reads": changed["count"]}
+
+
+def _record(engine, transcript: str):
+    """Record a transcript file into the store (idempotent, incremental); the caller holds the lock."""
+    from .trajectory import recorder
+
+    return recorder.record_file(engine.repo, transcript)
+
+
+def _tip(result) -> str | None:
+    b = result.branches or {}
+    return b.get("main") or (next(iter(b.values())) if b else None)
+
+
+# ------------------------------------------------------------------------------- events
+def on_session_start(event: dict, place: Place, agent: str) -> dict | None:
+    e = _engine(place, agent, event.get("session_id"))
+    info = e.resume()
+    if info.get("status") == "closed":
+        return None
+    text = ("tc-git: this workspace has an active checkpointed task. Where it stands "
+            "(same as tc_resume):\n" + info["handoff"])
+    return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
+
+
+def on_post_tool_use(event: dict, place: Place, agent: str) -> dict | None:
+    tool = str(event.get("tool_name") or "")
+    if tool not in EDIT_TOOLS and tool not in SHELL_TOOLS:
+        return None
+    call = tool_call_of(event, agent, place.root)
+    e = _engine(place, agent, event.get("session_id"))
+    r = capture_linked(e, call, _title(call))
+    log(place.store, f"PostToolUse {tool} {call.get('id', '-')}: "
+                     + (f"drift {r['drift_id']} {str(r['commit'])[:10]}" if r.get("captured") else "no changes"))
+    return None
+
+
+def on_pre_compact(event: dict, place: Place, agent: str) -> dict | None:
+    tp = event.get("transcript_path")
+    session = str(event.get("session_id") or "")
+    e = _engine(place, agent, session or None)
+    try:  # the code as it is now, so the milestone links the workspace of this moment
+        capture_linked(e, {"name": "PreCompact", "agent": agent, "session": session or None},
+                       f"before {event.get('trigger') or ''} compaction".replace("  ", " "))
+    except Exception as exc:  # a closed task still gets its transcript recorded
+        log(place.store, f"PreCompact capture skipped: {exc}")
+    if not tp or not os.path.isfile(tp):
+        log(place.store, f"PreCompact: no transcript at {tp!r}; no milestone")
+        return None
+    from .trajectory import milestones
+    from .trajectory.recorder import session_name
+
+    with e.store.lock():
+        res = _record(e, tp)
+        tip = _tip(res)
+        if not tip:
+            log(place.store, f"PreCompact: {tp} has no events yet; no milestone")
+            return None
+        safe = session_name("x", session or res.session)[2:]
+        prefix = f"precompact-{safe}-"
+        n = 1 + sum(1 for r in e.repo.references if r.startswith(milestones.MILESTONES_PREFIX + prefix))
+        code = str(e._timeline().head_oid())
+        m = milestones.set_milestone(e.repo, f"{prefix}{n}", tip, session=res.session, code_commit=code,
+                                     message=f"before {event.get('trigger') or 'a'} compaction")
+    log(place.store, f"PreCompact: recorded {res.session} ({res.events} events, {res.new_commits} new); "
+                     f"milestone {m.name} at {tip[:10]}")
+    return None
+
+
+def on_session_end(event: dict, place: Place, agent: str) -> dict | None:
+    """Hand the recording to a detached worker and return."""
+    import subprocess
+
+    tp = event.get("transcript_path")
+    payload = {"root": place.root, "store": place.store, "agent": agent, "transcript": tp,
+               "session": event.get("session_id"), "event": event.get("hook_event_name"),
+               "reason": event.get("reason")}
+    logf = None
+    try:
+        logf = open(os.path.join(place.store, "tc", LOG_NAME), "ab")
+    except OSError:
+        pass
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-P", "-m", "tc_git.hooks", "_worker", json.dumps(payload)],
+            stdin=subprocess.DEVNULL, stdout=logf or subprocess.DEVNULL, stderr=logf or subprocess.DEVNULL,
+            cwd=place.root, start_new_session=True, close_fds=True)
+    finally:
+        if logf:
+            logf.close()
+    log(place.store, f"{payload['event']}: recording {tp} in worker {proc.pid}")
+    return None
+
+
+HANDLERS = {
+    "SessionStart": on_session_start,
+    "PostToolUse": on_post_tool_use,
+    "PreCompact": on_pre_compact,
+    "SessionEnd": on_session_end,
+    "Stop": on_session_end,  # Codex has no SessionEnd in most builds: record after each turn
+}
+
+
+# ------------------------------------------------------------------------------- worker
+def worker(payload: dict) -> int:
+    """The detached half of SessionEnd: capture, record, link; retried while the file grows."""
+    store = payload.get("store")
+    try:
+        place = Place(payload["root"], store, None)
+        agent, session, tp = payload.get("agent") or "claude", payload.get("session"), payload.get("transcript")
+        time.sleep(float(os.environ.get("TC_HOOK_SETTLE", "0.3")))  # the transcript may lag
+        e = _engine(place, agent, session)
+        try:
+            capture_linked(e, {"name": payload.get("event") or "SessionEnd", "agent": agent, "session": session},
+                           f"end of session ({payload.get('reason') or 'exit'})")
+        except Exception as exc:
+            log(store, f"worker: capture skipped: {exc}")
+        if not tp or not os.path.isfile(tp):
+            log(store, f"worker: no transcript at {tp!r}")
+            return 0
+        from .trajectory import milestones
+
+        size, rounds = -1, 0
+        while rounds < 5:
+            st = os.stat(tp)
+            if st.st_size == size:
+                break
+            size = st.st_size
+            with e.store.lock():
+                res = _record(e, tp)
+                tip = _tip(res)
+                if tip and not milestones.event_note(e.repo, tip).get("code_commit"):
+                    milestones.link_code(e.repo, tip, str(e._timeline().head_oid()))
+            log(store, f"worker: recorded {res.session}: {res.events} events, {res.new_commits} new, "
+                       f"{len(res.branches)} branches")
+            rounds += 1
+            time.sleep(float(os.environ.get("TC_HOOK_REGROW", "1.0")))
+    except Exception as exc:
+        log(store, f"worker: failed: {type(exc).__name__}: {exc}")
+        print(f"tc-git hook worker: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return 0
+
+
+# ------------------------------------------------------------------------------- entry
+def _read_event(stream) -> dict:
+    if stream is None or stream.isatty():
+        return {}
+    text = stream.read()
+    if not text.strip():
+        return {}
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("the hook event on stdin is not a JSON object")
+    return data
+
+
+def run(name: str | None, agent_hint: str | None = None, stdin=None) -> str:
+    """Handle one hook event; returns what to print on stdout ("" for nothing). Never raises."""
+    place = None
+    kind = EVENT_NAMES.get(name or "", name)
+    try:
+        event = _read_event(sys.stdin if stdin is None else stdin)
+        kind = event.get("hook_event_name") or kind
+        handler = HANDLERS.get(kind or "")
+        if handler is None:
+            return ""
+        place = locate(event.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
+        if place is None or not place.task:
+            return ""
+        out = handler(event, place, detect_agent(event, agent_hint))
+        return json.dumps(out, ensure_ascii=False) if out else ""
+    except BaseException as exc:  # never fail the agent, whatever happened
+        if isinstance(exc, SystemExit) and not exc.code:
+            return ""
+        msg = f"{type(exc).__name__}: {exc}"
+        print(f"tc-git hook {kind or '?'}: {msg}", file=sys.stderr)
+        log(place.store if place else None, f"{kind}: error: {msg}")
+        return ""
+
+
+USAGE = "usage: tc-hook [session-start|session-end|post-tool-use|pre-compact|stop] [--agent claude|codex]"
+
+
+def main(argv=None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["_worker"]:
+        try:
+            return worker(json.loads(args[1]))
+        except Exception as exc:  # pragma: no cover - payload is ours
+            print(f"tc-git hook worker: {exc}", file=sys.stderr)
+            return 0
+    if args[:1] in (["-h"], ["--help"]):
+        print(USAGE)
+        return 0
+    agent = None
+    if "--agent" in args:
+        i = args.index("--agent")
+        agent = args[i + 1] if i + 1 < len(args) else None
+        del args[i:i + 2]
+    out = run(args[0] if args else None, agent)
+    if out:
+        sys.stdout.write(out + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
