@@ -1,0 +1,307 @@
+"""`tc hook <event>` (the runtime entry the agent calls) and `tc hooks install|uninstall`.
+
+Install merges tc-git's hooks into the agent's settings file without touching anything else:
+our handlers are recognised by their command (`tc-hook`, `tc hook`, `tc_git.hooks`, the
+plugin's `hooks/run.sh`), re-installing replaces them in place, and uninstall removes only
+them. The file is rewritten atomically and the first version we changed is kept as
+`<file>.tc-git.bak`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+
+from .errors import BadInput
+
+CLAUDE_EVENTS = ("SessionStart", "PostToolUse", "PreCompact", "SessionEnd")
+CODEX_EVENTS = ("SessionStart", "PostToolUse", "PreCompact", "Stop")
+EDIT_MATCHER = "Write|Edit|MultiEdit|NotebookEdit"
+CODEX_TOOL_MATCHER = "apply_patch|Edit|Write|Bash|shell|exec_command|local_shell|shell_command"
+
+_OURS = re.compile(
+    r"(^|[\s/'\"])tc-hook(['\"]?(\s|$))"      # tc-hook <event>, /path/bin/tc-hook
+    r"|\btc_git\.hooks\b"                      # python -m tc_git.hooks
+    r"|(^|[\s/'\"])tc['\"]?\s+hook\s"          # tc hook <event>
+    r"|hooks/run\.sh['\"]?\s+(session-start|session-end|post-tool-use|pre-compact|stop)\b")
+
+
+def is_ours(handler) -> bool:
+    return isinstance(handler, dict) and isinstance(handler.get("command"), str) and bool(
+        _OURS.search(handler["command"]))
+
+
+# ----------------------------------------------------------------------------- configuration
+def entry_command() -> list[str]:
+    """How the agent should start the hook: the `tc-hook` script next to this interpreter when
+    installed (no PATH lookup, no version-manager shim), else this interpreter with `-m`."""
+    bindir = Path(sys.executable).parent
+    script = bindir / "tc-hook"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-P", "-m", "tc_git.hooks"]
+
+
+def _cmd(base: list[str], event: str, agent: str | None = None) -> str:
+    return shlex.join(base + [event] + (["--agent", agent] if agent else []))
+
+
+def claude_config(base: list[str] | None = None) -> dict:
+    """The `hooks` object for a Claude Code settings file."""
+    base = base or entry_command()
+    c = lambda ev: _cmd(base, ev)  # noqa: E731
+    return {
+        "SessionStart": [{"matcher": "startup|resume|compact|clear",
+                          "hooks": [{"type": "command", "command": c("session-start"), "timeout": 30}]}],
+        "PostToolUse": [
+            {"matcher": EDIT_MATCHER, "hooks": [{"type": "command", "command": c("post-tool-use"), "timeout": 60}]},
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": c("post-tool-use"), "timeout": 60,
+                                           "async": True}]},
+        ],
+        "PreCompact": [{"matcher": "manual|auto",
+                        "hooks": [{"type": "command", "command": c("pre-compact"), "timeout": 120}]}],
+        "SessionEnd": [{"hooks": [{"type": "command", "command": c("session-end")}]}],
+    }
+
+
+def codex_config(base: list[str] | None = None) -> dict:
+    """The `hooks` object for Codex `hooks.json` (same shape as Claude Code's)."""
+    base = base or entry_command()
+    c = lambda ev: _cmd(base, ev, "codex")  # noqa: E731
+    return {
+        "SessionStart": [{"matcher": "startup|resume|clear|compact",
+                          "hooks": [{"type": "command", "command": c("session-start"), "timeout": 30}]}],
+        "PostToolUse": [{"matcher": CODEX_TOOL_MATCHER,
+                         "hooks": [{"type": "command", "command": c("post-tool-use"), "timeout": 60}]}],
+        "PreCompact": [{"matcher": "manual|auto",
+                        "hooks": [{"type": "command", "command": c("pre-compact"), "timeout": 120}]}],
+        # Codex builds without SessionEnd: record after each turn (detached, incremental).
+        "Stop": [{"hooks": [{"type": "command", "command": c("stop"), "timeout": 10}]}],
+    }
+
+
+# ----------------------------------------------------------------------------- merge
+def remove_ours(hooks: dict) -> int:
+    """Drop our handlers from a `hooks` object in place; groups and events left empty by that
+    go too. Returns how many handlers were removed."""
+    removed = 0
+    for event in list(hooks):
+        groups = hooks[event]
+        if not isinstance(groups, list):
+            continue
+        kept_groups = []
+        for g in groups:
+            if not isinstance(g, dict) or not isinstance(g.get("hooks"), list):
+                kept_groups.append(g)
+                continue
+            kept = [h for h in g["hooks"] if not is_ours(h)]
+            n = len(g["hooks"]) - len(kept)
+            removed += n
+            if n and not kept:
+                continue
+            if n:
+                g = {**g, "hooks": kept}
+            kept_groups.append(g)
+        if kept_groups:
+            hooks[event] = kept_groups
+        elif groups:
+            del hooks[event]
+    return removed
+
+
+def merge(settings: dict, ours: dict) -> dict:
+    """`settings` with our hook groups (replacing any older ones of ours); all else untouched."""
+    out = dict(settings)
+    hooks = out.get("hooks")
+    if hooks is None:
+        hooks = {}
+    if not isinstance(hooks, dict):
+        raise BadInput("the settings file has a 'hooks' entry that is not an object; fix it by hand first")
+    hooks = json.loads(json.dumps(hooks))
+    remove_ours(hooks)
+    for event, groups in ours.items():
+        existing = hooks.get(event)
+        if existing is not None and not isinstance(existing, list):
+            raise BadInput(f"hooks.{event} in the settings file is not a list; fix it by hand first")
+        hooks[event] = list(existing or []) + json.loads(json.dumps(groups))
+    out["hooks"] = hooks
+    return out
+
+
+def _load(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    text = path.read_text(encoding="utf-8")
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise BadInput(f"{path} is not valid JSON ({e}); fix it first, tc-git will not overwrite it") from e
+    if not isinstance(data, dict):
+        raise BadInput(f"{path} does not hold a JSON object; fix it first, tc-git will not overwrite it")
+    return data
+
+
+def _write(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        bak = path.with_name(path.name + ".tc-git.bak")
+        if not bak.exists():
+            bak.write_bytes(path.read_bytes())
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------------- targets
+def codex_home() -> Path:
+    return Path(os.path.expanduser(os.environ.get("CODEX_HOME") or "~/.codex"))
+
+
+def settings_path(client: str, scope: str, root: str) -> Path:
+    if client == "claude":
+        if scope == "user":
+            base = os.environ.get("CLAUDE_CONFIG_DIR") or "~/.claude"
+            return Path(os.path.expanduser(base)) / "settings.json"
+        name = "settings.local.json" if scope == "local" else "settings.json"
+        return Path(root) / ".claude" / name
+    if scope == "user":
+        return codex_home() / "hooks.json"
+    if scope == "local":
+        raise BadInput("Codex has no local scope: use --scope user or project")
+    return Path(root) / ".codex" / "hooks.json"
+
+
+def enable_codex_hooks(config: Path) -> str:
+    """Make sure `[features] codex_hooks = true` is in Codex's config.toml (textual edit, so
+    comments and layout stay). Returns what was done."""
+    import tomllib
+
+    text = config.read_text(encoding="utf-8") if config.exists() else ""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        return f"left alone: {config} is not valid TOML ({e}); add [features] codex_hooks = true by hand"
+    features = data.get("features")
+    if isinstance(features, dict) and "codex_hooks" in features:
+        return ("already enabled" if features["codex_hooks"] is True else
+                "left alone: you set codex_hooks = false; hooks will not run until it is true")
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() == "[features]":
+            lines.insert(i + 1, "codex_hooks = true")
+            break
+    else:
+        if features is not None:  # e.g. an inline table or dotted keys: do not guess
+            return f"left alone: add codex_hooks = true to the features table of {config} by hand"
+        lines += ([""] if lines and lines[-1].strip() else []) + ["[features]", "codex_hooks = true"]
+    config.parent.mkdir(parents=True, exist_ok=True)
+    if config.exists():
+        bak = config.with_name(config.name + ".tc-git.bak")
+        if not bak.exists():
+            bak.write_bytes(config.read_bytes())
+    tmp = config.with_name(f".{config.name}.{os.getpid()}.tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.replace(tmp, config)
+    return "enabled ([features] codex_hooks = true)"
+
+
+def install(client: str = "claude", scope: str = "user", root: str = ".", path: str | None = None,
+            base: list[str] | None = None, feature_flag: bool = True) -> dict:
+    if client not in ("claude", "codex"):
+        raise BadInput("client must be claude or codex")
+    if scope not in ("user", "project", "local"):
+        raise BadInput("scope must be user, project or local")
+    target = Path(os.path.expanduser(path)) if path else settings_path(client, scope, root)
+    ours = claude_config(base) if client == "claude" else codex_config(base)
+    before = _load(target)
+    after = merge(before, ours)
+    changed = after != before
+    if changed:
+        _write(target, after)
+    out = {"client": client, "scope": scope, "settings": str(target), "changed": changed,
+           "events": sorted(ours), "command": ours["SessionStart"][0]["hooks"][0]["command"]}
+    if client == "codex":
+        out["feature_flag"] = (enable_codex_hooks(codex_home() / "config.toml") if feature_flag
+                               else "not touched (--no-feature-flag)")
+        out["note"] = "Codex asks you to review and trust new hooks once (/hooks) before it runs them"
+    else:
+        out["note"] = ("do not also enable the tc-git plugin in Claude Code, or every hook runs twice; "
+                       "restart running sessions to pick the hooks up")
+    return out
+
+
+def uninstall(client: str = "claude", scope: str = "user", root: str = ".", path: str | None = None) -> dict:
+    target = Path(os.path.expanduser(path)) if path else settings_path(client, scope, root)
+    data = _load(target)
+    hooks = data.get("hooks")
+    removed = 0
+    if isinstance(hooks, dict):
+        hooks = json.loads(json.dumps(hooks))
+        removed = remove_ours(hooks)
+        if removed:
+            if hooks:
+                data["hooks"] = hooks
+            else:
+                data.pop("hooks")
+            _write(target, data)
+    return {"client": client, "scope": scope, "settings": str(target), "removed": removed,
+            "changed": bool(removed)}
+
+
+# ----------------------------------------------------------------------------- CLI
+def _run_hook(args) -> dict:
+    from . import hooks
+
+    return {"output": hooks.run(args.event, args.agent)}
+
+
+def _human_install(r: dict) -> str:
+    if r["changed"]:
+        s = f"installed tc-git hooks ({', '.join(r['events'])}) in {r['settings']}"
+    else:
+        s = f"tc-git hooks already installed in {r['settings']}"
+    if r.get("feature_flag"):
+        s += f"\nCodex hooks feature flag: {r['feature_flag']}"
+    return s + f"\nnote: {r['note']}"
+
+
+def _human_uninstall(r: dict) -> str:
+    if r["removed"]:
+        return f"removed {r['removed']} tc-git hook handler(s) from {r['settings']}"
+    return f"no tc-git hooks in {r['settings']}"
+
+
+def setup(sub) -> None:
+    from .hooks import EVENT_NAMES
+
+    p = sub.add_parser("hook", help="run one agent hook (the agent calls this; event JSON on stdin)")
+    p.add_argument("event", choices=sorted(EVENT_NAMES))
+    p.add_argument("--agent", choices=["claude", "codex"], default=None)
+    p.set_defaults(func=_run_hook, human=lambda r: r["output"])
+
+    p = sub.add_parser("hooks", help="install or remove tc-git's hooks in Claude Code or Codex settings")
+    hs = p.add_subparsers(dest="hooks_cmd", required=True, metavar="action")
+    for name in ("install", "uninstall"):
+        q = hs.add_parser(name, help=f"{name} tc-git's hooks "
+                                     f"({'merged into' if name == 'install' else 'only ours, from'} the settings file)")
+        q.add_argument("--client", choices=["claude", "codex"], default="claude")
+        q.add_argument("--scope", choices=["user", "project", "local"], default="user",
+                       help="user: ~/.claude/settings.json or ~/.codex/hooks.json; project: <root>/.claude/"
+                            "settings.json or <root>/.codex/hooks.json; local: <root>/.claude/settings.local.json")
+        q.add_argument("--settings", default=None, help="an explicit settings file instead")
+        if name == "install":
+            q.add_argument("--no-feature-flag", action="store_true",
+                           help="Codex: do not add [features] codex_hooks = true to config.toml")
+            q.set_defaults(func=lambda a: install(a.client, a.scope, a.root, a.settings,
+                                                  feature_flag=not a.no_feature_flag),
+                           human=_human_install)
+        else:
+            q.set_defaults(func=lambda a: uninstall(a.client, a.scope, a.root, a.settings),
+                           human=_human_uninstall)
