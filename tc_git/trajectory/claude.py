@@ -199,7 +199,8 @@ class _Builder:
             return self._user(entry, content)
         out: list[Event] = []
         mid = msg.get("id") if isinstance(msg.get("id"), str) else None
-        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        blocks = content if isinstance(content, list) else \
+            [{"type": "text", "text": content}] if isinstance(content, str) else []
         for b in blocks:
             if not isinstance(b, dict):
                 continue

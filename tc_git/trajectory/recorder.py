@@ -147,11 +147,11 @@ def _commit_bytes(tree: bytes, parent: str | None, when: float, subject: str) ->
 def _write_event(repo: pygit2.Repository, ev: Event, parent: str | None,
                  new: dict[str, int], red: list[int]) -> str:
     record = _redact(ev.record(), red)
+    subject = event_subject(record).replace("\n", " ")
     files = _files(record)
     entries = b"".join(b"100644 " + name.encode() + b"\0" + _obj(repo, "blob", data, new)
                        for name, data in sorted(files.items()))
     tree = _obj(repo, "tree", entries, new)
-    subject = event_subject(record).replace("\n", " ")
     return _obj(repo, "commit", _commit_bytes(tree, parent, ev.timestamp, subject), new).hex()
 
 
