@@ -484,6 +484,21 @@ class Engine:
 
     # ------------------------------------------------------------------ handoff layer
     # (export / import / push / pull: thin delegations to tc_git/handoff.py go here)
+    def export(self, to, since=None, task_id: str | None = None) -> dict:
+        from . import handoff
+        return handoff.export(self, to, since=since, task_id=task_id)
+
+    def import_(self, package, rename: str | None = None, merge: bool = False, apply: bool = False) -> dict:
+        from . import handoff
+        return handoff.import_(self, package, rename=rename, merge=merge, apply=apply)
+
+    def push(self, remote: str | None = None) -> dict:
+        from . import handoff
+        return handoff.push(self, remote)
+
+    def pull(self, remote: str | None = None) -> dict:
+        from . import handoff
+        return handoff.pull(self, remote)
 
     # ------------------------------------------------------------------ trajectory layer
     # (record / milestones / checkout / export_markdown / branch / diff / replay: thin

@@ -1,0 +1,372 @@
+"""Git bundles (v2) without the git CLI: write with libgit2's pack builder, read with its indexer.
+
+pygit2 1.21 binds neither `git_packbuilder_insert_walk` / `git_packbuilder_write_buf` nor the
+indexer (`git_odb_write_pack`), but the wheel's libgit2 exports the whole C API, so they are
+reached through ctypes on the *same* loaded library (same global state as pygit2). The struct
+layouts below are libgit2 1.9's; pyproject pins pygit2 to 1.21 for that reason. When the
+library cannot be found (another platform layout), writing falls back to pygit2's PackBuilder
+and reading to `git index-pack`.
+
+Format (gitformat-bundle): `# v2 git bundle\\n`, then `-<oid> <comment>` prerequisite lines and
+`<oid> <refname>` lines, a blank line, then a pack. v3 adds `@capability` lines; only
+`@object-format=sha1` is accepted here.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pygit2
+
+from .errors import BadInput, Unavailable
+
+SIG_V2 = b"# v2 git bundle\n"
+SIG_V3 = b"# v3 git bundle\n"
+HEX40 = re.compile(rb"^[0-9a-f]{40}$")
+CHUNK = 4 << 20
+MAX_HEADER = 16 << 20
+
+
+# ---------------------------------------------------------------------------- libgit2 via ctypes
+class _GitBuf(ctypes.Structure):
+    _fields_ = [("ptr", ctypes.c_void_p), ("reserved", ctypes.c_size_t), ("size", ctypes.c_size_t)]
+
+
+class _GitError(ctypes.Structure):
+    _fields_ = [("message", ctypes.c_char_p), ("klass", ctypes.c_int)]
+
+
+class _Progress(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint) for n in ("total_objects", "indexed_objects", "received_objects",
+                                              "local_objects", "total_deltas", "indexed_deltas")] + [
+        ("received_bytes", ctypes.c_size_t)]
+
+
+_APPEND = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(_Progress))
+_COMMIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_Progress))
+_FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class _WritePack(ctypes.Structure):
+    _fields_ = [("backend", ctypes.c_void_p), ("append", _APPEND), ("commit", _COMMIT), ("free", _FREE)]
+
+
+_LIB = None
+
+
+def _lib():
+    """The libgit2 that pygit2 loaded, or None when its file cannot be found."""
+    global _LIB
+    if _LIB is None:
+        base = os.path.dirname(pygit2.__file__)
+        cands = (glob.glob(os.path.join(base, os.pardir, "pygit2.libs", "libgit2-*.so*"))
+                 + glob.glob(os.path.join(base, ".dylibs", "libgit2*.dylib"))
+                 + glob.glob(os.path.join(base, "git2*.dll")))
+        if not cands or pygit2.LIBGIT2_VER[:2] != (1, 9):
+            _LIB = False
+        else:
+            try:
+                lg = ctypes.CDLL(cands[0])
+                lg.git_error_last.restype = ctypes.POINTER(_GitError)
+                lg.git_packbuilder_object_count.restype = ctypes.c_size_t
+                _LIB = lg
+            except OSError:
+                _LIB = False
+    return _LIB or None
+
+
+def available() -> bool:
+    return _lib() is not None
+
+
+class GitCallError(Exception):
+    pass
+
+
+def _chk(rc: int) -> None:
+    if rc < 0:
+        err = _lib().git_error_last()
+        msg = err.contents.message.decode("utf-8", "replace") if err and err.contents.message else f"error {rc}"
+        raise GitCallError(msg)
+
+
+def _repo_ptr(repo: pygit2.Repository):
+    return ctypes.c_void_p(int.from_bytes(repo._pointer, sys.byteorder))
+
+
+def _raw(oid) -> ctypes.c_char_p:
+    return ctypes.c_char_p(pygit2.Oid(hex=str(oid)).raw)
+
+
+def _packbuilder(repo, tips, hides):
+    lg = _lib()
+    walk, pb = ctypes.c_void_p(), ctypes.c_void_p()
+    _chk(lg.git_revwalk_new(ctypes.byref(walk), _repo_ptr(repo)))
+    try:
+        for t in tips:
+            _chk(lg.git_revwalk_push(walk, _raw(t)))
+        for h in hides:
+            _chk(lg.git_revwalk_hide(walk, _raw(h)))
+        _chk(lg.git_packbuilder_new(ctypes.byref(pb), _repo_ptr(repo)))
+        lg.git_packbuilder_set_threads(pb, 0)
+        _chk(lg.git_packbuilder_insert_walk(pb, walk))
+        return pb
+    except BaseException:
+        if pb:
+            lg.git_packbuilder_free(pb)
+        raise
+    finally:
+        lg.git_revwalk_free(walk)
+
+
+def pack_bytes(repo: pygit2.Repository, tips, hides=()) -> tuple[int, bytes]:
+    """A self-contained pack of everything reachable from `tips` that `hides` does not reach.
+
+    Objects reachable from the hidden commits' trees are left out too (the receiver has them),
+    like `git pack-objects --revs` with `^hide` lines.
+    """
+    if not available():
+        return _pack_bytes_fallback(repo, tips, hides)
+    lg = _lib()
+    pb = _packbuilder(repo, tips, hides)
+    try:
+        n = lg.git_packbuilder_object_count(pb)
+        buf = _GitBuf()
+        _chk(lg.git_packbuilder_write_buf(ctypes.byref(buf), pb))
+        try:
+            data = ctypes.string_at(buf.ptr, buf.size)
+        finally:
+            lg.git_buf_dispose(ctypes.byref(buf))
+        return n, data
+    finally:
+        lg.git_packbuilder_free(pb)
+
+
+def check_connected(repo: pygit2.Repository, tips, hides=()) -> int:
+    """Every object reachable from `tips` (down to the hidden commits) exists; returns the count.
+
+    The pack builder reads each object's header while collecting, so a missing object fails
+    here; nothing is written.
+    """
+    if not available():
+        return len(reachable(repo, tips, hides))
+    lg = _lib()
+    pb = _packbuilder(repo, tips, hides)
+    try:
+        return lg.git_packbuilder_object_count(pb)
+    finally:
+        lg.git_packbuilder_free(pb)
+
+
+def reachable(repo: pygit2.Repository, tips, hides=(), have=None) -> list:
+    """Pure-pygit2 object walk (fallback): objects from tips, stopping at hidden commits' content
+    and at objects `have(oid)` says the receiver already holds."""
+    seen: set = set()
+    stop: set = set()
+    for h in hides:
+        stop.add(h)
+        c = repo.get(h)
+        if c is not None and c.type == pygit2.enums.ObjectType.COMMIT:
+            stop.add(c.tree_id)
+    out = []
+
+    def tree(tid):
+        stack = [tid]
+        while stack:
+            t = stack.pop()
+            if t in seen or t in stop or (have and have(t)):
+                continue
+            seen.add(t)
+            out.append(t)
+            for e in repo[t]:
+                if e.type_str == "tree":
+                    stack.append(e.id)
+                elif e.type_str == "blob" and e.id not in seen and e.id not in stop and not (have and have(e.id)):
+                    seen.add(e.id)
+                    out.append(e.id)
+
+    stack = [pygit2.Oid(hex=str(t)) for t in tips]
+    while stack:
+        c = stack.pop()
+        if c in seen or c in stop or (have and have(c)):
+            continue
+        seen.add(c)
+        obj = repo[c]
+        out.append(c)
+        if obj.type == pygit2.enums.ObjectType.COMMIT:
+            tree(obj.tree_id)
+            stack.extend(obj.parent_ids)
+    return out
+
+
+def _pack_bytes_fallback(repo, tips, hides):
+    objs = reachable(repo, tips, hides)
+    pb = pygit2.PackBuilder(repo)
+    for o in objs:
+        pb.add(o)
+    with tempfile.TemporaryDirectory() as td:
+        pb.write(td)
+        return len(objs), Path(glob.glob(os.path.join(td, "pack-*.pack"))[0]).read_bytes()
+
+
+# ---------------------------------------------------------------------------- bundle files
+@dataclass
+class Header:
+    version: int
+    prerequisites: list[tuple[str, str]] = field(default_factory=list)  # (oid hex, comment)
+    refs: dict[str, str] = field(default_factory=dict)  # refname -> oid hex
+    pack_offset: int = 0
+    size: int = 0
+
+
+def read_header(path: str | os.PathLike) -> Header:
+    """Parse a bundle's header; raises BadInput with what is wrong."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        with open(p, "rb") as f:
+            first = f.readline(64)
+            if first not in (SIG_V2, SIG_V3):
+                raise BadInput(f"{p} is not a git bundle (v2/v3): first line {first[:40]!r}")
+            h = Header(2 if first == SIG_V2 else 3, size=size)
+            while True:
+                line = f.readline(MAX_HEADER)
+                if not line.endswith(b"\n"):
+                    raise BadInput(f"{p}: bundle header is truncated")
+                if f.tell() > MAX_HEADER:
+                    raise BadInput(f"{p}: bundle header is larger than 16 MB")
+                line = line[:-1]
+                if line == b"":
+                    break
+                if line.startswith(b"@"):
+                    if h.version != 3 or line not in (b"@object-format=sha1",):
+                        raise BadInput(f"{p}: unsupported bundle capability {line.decode('utf-8', 'replace')!r}")
+                    continue
+                if line.startswith(b"-"):
+                    oid, _, comment = line[1:].partition(b" ")
+                    if not HEX40.match(oid):
+                        raise BadInput(f"{p}: bad prerequisite line {line[:80]!r}")
+                    h.prerequisites.append((oid.decode(), comment.decode("utf-8", "replace")))
+                    continue
+                oid, sep, name = line.partition(b" ")
+                if not sep or not HEX40.match(oid):
+                    raise BadInput(f"{p}: bad reference line {line[:80]!r}")
+                try:
+                    ref = name.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise BadInput(f"{p}: reference name is not UTF-8: {name[:80]!r}") from None
+                if ref in h.refs:
+                    raise BadInput(f"{p}: reference {ref} is listed twice")
+                h.refs[ref] = oid.decode()
+            h.pack_offset = f.tell()
+            magic = f.read(12)
+    except OSError as e:
+        raise BadInput(f"cannot read bundle {p}: {e.strerror or e}") from e
+    if len(magic) < 12 or magic[:4] != b"PACK" or int.from_bytes(magic[4:8], "big") not in (2, 3):
+        raise BadInput(f"{p}: the pack after the bundle header is missing or corrupt")
+    if size - h.pack_offset < 32:
+        raise BadInput(f"{p}: the pack is truncated")
+    return h
+
+
+def write_bundle(repo: pygit2.Repository, path: Path, refs: dict[str, str], prerequisites=()) -> dict:
+    """Write a v2 bundle of `refs` (name -> oid), leaving out what `prerequisites` reach."""
+    prereq = [str(p) for p in prerequisites]
+    n, pack = pack_bytes(repo, list(dict.fromkeys(refs.values())), prereq)
+    lines = [SIG_V2]
+    for p in prereq:
+        subject = repo[p].message.split("\n", 1)[0] if p in repo else ""
+        lines.append(f"-{p} {subject}".rstrip().encode("utf-8", "surrogateescape") + b"\n")
+    for name in sorted(refs):
+        lines.append(f"{refs[name]} {name}\n".encode())
+    lines.append(b"\n")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.writelines(lines)
+            f.write(pack)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with _suppress():
+            os.unlink(tmp)
+        raise
+    return {"objects": n, "bytes": sum(map(len, lines)) + len(pack)}
+
+
+class _suppress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return exc[0] is not None and issubclass(exc[0], OSError)
+
+
+def _chunks(path: Path, offset: int):
+    with open(path, "rb") as f:
+        f.seek(offset)
+        while True:
+            b = f.read(CHUNK)
+            if not b:
+                return
+            yield b
+
+
+def index_pack(qrepo: pygit2.Repository, path: Path, offset: int) -> int:
+    """Index the pack at `path[offset:]` into `qrepo`'s objects/pack (thin bases are looked up
+    through its odb, alternates included). Returns the object count. Raises BadInput when the
+    pack is corrupt or truncated."""
+    if not available():
+        return _index_pack_cli(qrepo, path, offset)
+    lg = _lib()
+    odb = ctypes.c_void_p()
+    _chk(lg.git_repository_odb(ctypes.byref(odb), _repo_ptr(qrepo)))
+    wp = ctypes.POINTER(_WritePack)()
+    st = _Progress()
+    try:
+        _chk(lg.git_odb_write_pack(ctypes.byref(wp), odb, None, None))
+        try:
+            try:
+                for chunk in _chunks(path, offset):
+                    _chk(wp.contents.append(wp, ctypes.c_char_p(chunk), len(chunk), ctypes.byref(st)))
+                _chk(wp.contents.commit(wp, ctypes.byref(st)))
+            except GitCallError as e:
+                raise BadInput(f"{path}: the pack is corrupt or truncated ({e})") from None
+        finally:
+            wp.contents.free(wp)
+    finally:
+        lg.git_odb_free(odb)
+    return st.total_objects
+
+
+def _index_pack_cli(qrepo, path: Path, offset: int) -> int:
+    git = shutil.which("git")
+    if not git:
+        raise Unavailable("reading a bundle needs libgit2's indexer (pygit2 1.21 wheel) or the git CLI; neither found")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    with open(path, "rb") as f:
+        f.seek(offset)
+        r = subprocess.run([git, f"--git-dir={qrepo.path}", "index-pack", "--stdin", "--fix-thin"],
+                           stdin=f, capture_output=True, env=env)
+    if r.returncode:
+        raise BadInput(f"{path}: the pack is corrupt or truncated ({r.stderr.decode(errors='replace').strip()})")
+    with open(path, "rb") as f:
+        f.seek(offset + 8)
+        return int.from_bytes(f.read(4), "big")
+
+
+def sha1_file(path: Path) -> str:
+    h = hashlib.sha1()
+    for b in _chunks(path, 0):
+        h.update(b)
+    return h.hexdigest()

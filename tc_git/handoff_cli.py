@@ -1,0 +1,79 @@
+"""`tc export`, `tc import`, `tc push`, `tc pull`: the handoff layer on the command line."""
+from __future__ import annotations
+
+
+def _engine(args):
+    from .cli import engine_for
+
+    return engine_for(args)
+
+
+def _h_export(r: dict) -> str:
+    s = (f"wrote {r['path']} ({r['objects']} objects, {r['bytes']} bytes"
+         f"{', incremental' if r['incremental'] else ''}) and {r['handoff']}")
+    if r.get("captured"):
+        s += f"\n  unsaved work recorded first as drift {r['captured']}"
+    return s + f"\n  continue elsewhere with: {r['continue']}"
+
+
+def _h_import(r: dict) -> str:
+    lines = [f"imported task {r['task_id']} from {r['source']} (now active)"]
+    for k in ("created", "fast_forwarded", "up_to_date", "kept_local"):
+        if r.get(k):
+            lines.append(f"  {k.replace('_', ' ')}: {', '.join(r[k])}")
+    if r.get("filtered"):
+        lines.append(f"  left out (sensitive): {', '.join(r['filtered'][:10])}")
+    rs = r.get("restore")
+    if rs:
+        c = rs["plan"]["counts"]
+        if rs.get("applied"):
+            lines.append(f"  workspace restored to {rs['target']}; undo with: tc restore --drift {rs['recovered']} --apply")
+        else:
+            target = rs["target"]
+            cmd = f"tc restore --drift {target} --apply" if target.startswith("d") else f"tc restore {int(target[1:])} --apply"
+            lines.append(f"  workspace not changed: the restore to {target} would create {c['to_write']}, replace "
+                         f"{c['to_replace']}, delete {c['to_delete']} files; run `{cmd}` (undoable)")
+    return "\n".join(lines)
+
+
+def _h_push(r: dict) -> str:
+    lines = [f"pushed {len(r['pushed'])} refs to {r['remote']} ({r['up_to_date']} up to date)"]
+    if r["remote_ahead"]:
+        lines.append(f"  remote is ahead (tc pull): {', '.join(r['remote_ahead'])}")
+    for k, v in r["conflicts"].items():
+        lines.append(f"  conflict {k}: {v}")
+    return "\n".join(lines)
+
+
+def _h_pull(r: dict) -> str:
+    lines = [f"pulled from {r['remote']}: {len(r['created'])} new, {len(r['fast_forwarded'])} updated refs; "
+             f"notes {r['notes']}"]
+    for k, v in r["conflicts"].items():
+        lines.append(f"  conflict {k}: {v}")
+    if r.get("hint"):
+        lines.append("  " + r["hint"])
+    return "\n".join(lines)
+
+
+def setup(sub) -> None:
+    p = sub.add_parser("export", help="write a git bundle + HANDOFF.md of the task (any git can read it)")
+    p.add_argument("to", help="an existing directory, or a file path ending in .bundle")
+    p.add_argument("--since", default=None, help="an earlier bundle: write only what it lacks")
+    p.add_argument("--task", dest="task_id", default=None)
+    p.set_defaults(func=lambda a: _engine(a).export(a.to, since=a.since, task_id=a.task_id), human=_h_export)
+
+    p = sub.add_parser("import", help="bring a task from a bundle (or a seed handoff directory) into this workspace")
+    p.add_argument("package", help="a .bundle file, a directory holding one, or a task-checkpoint-mcp handoff dir")
+    p.add_argument("--rename", default=None, help="import under this task id (keeps an existing task)")
+    p.add_argument("--merge", action="store_true", help="the task exists here: bring it up to date")
+    p.add_argument("--apply", action="store_true", help="also restore the workspace to the imported head (undoable)")
+    p.set_defaults(func=lambda a: _engine(a).import_(a.package, rename=a.rename, merge=a.merge, apply=a.apply),
+                   human=_h_import)
+
+    p = sub.add_parser("push", help="send refs/checkpoints/* and the notes to a git remote (default: origin)")
+    p.add_argument("remote", nargs="?", default=None, help="remote name of the workspace's repo, URL or path")
+    p.set_defaults(func=lambda a: _engine(a).push(a.remote), human=_h_push)
+
+    p = sub.add_parser("pull", help="fetch refs/checkpoints/* and the notes from a git remote (default: origin)")
+    p.add_argument("remote", nargs="?", default=None, help="remote name of the workspace's repo, URL or path")
+    p.set_defaults(func=lambda a: _engine(a).pull(a.remote), human=_h_pull)
