@@ -1,0 +1,37 @@
+"""`tc view`: write the self-contained HTML view (see tc_git/view.py)."""
+from __future__ import annotations
+
+
+def _run(args) -> dict:
+    from .cli import engine_for
+    from .view import write_view
+
+    return write_view(engine_for(args), task_ids=args.view_tasks, session_ids=args.view_sessions,
+                      out=args.output, open_it=args.open)
+
+
+def _human(r: dict) -> str:
+    what = []
+    if r["tasks"]:
+        what.append(f"{len(r['tasks'])} task{'s' if len(r['tasks']) != 1 else ''} ({r['entries']} entries)")
+    if r["sessions"]:
+        what.append(f"{len(r['sessions'])} session{'s' if len(r['sessions']) != 1 else ''} ({r['events']} events)")
+    s = f"wrote {r['path']} ({r['bytes']:,} bytes; {', '.join(what) or 'nothing recorded yet'})"
+    if any(r["truncated"].values()):
+        s += "\n  some diffs or outputs were shortened to keep the page small; the store has them in full"
+    if not r.get("opened", True):
+        s += f"\n  could not open a browser; open {r['url']}"
+    return s
+
+
+def setup(sub) -> None:
+    p = sub.add_parser("view", help="write a self-contained HTML view of a task and its conversations")
+    p.add_argument("--task", dest="view_tasks", action="append", default=[],
+                   help="task id (repeatable; default: the active task, or every task)")
+    p.add_argument("--session", dest="view_sessions", action="append", default=[],
+                   help="session <agent>-<id> or its id (repeatable; default: every session, or the "
+                        "sessions linked to --task)")
+    p.add_argument("-o", "--output", default=None,
+                   help="HTML file to write (default: <store>/view/<task or session>.html)")
+    p.add_argument("--open", action="store_true", help="open the page in the default browser")
+    p.set_defaults(func=_run, human=_human)
