@@ -1,0 +1,346 @@
+"""The hook entry point, run as the agent runs it: a subprocess with the event JSON on stdin.
+
+Event payloads follow the documented Claude Code / Codex hook inputs (../shared/notes/
+agent-formats.md §1.3 and §3.3). Effects are judged with stock git on the store.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env, fsck, git
+
+FIXTURES = Path(os.environ.get("TC_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "transcripts"))
+if not FIXTURES.is_dir():
+    FIXTURES = Path("/work/shared/fixtures/transcripts")
+CLAUDE_FIXTURE = FIXTURES / "claude-drmaciver-1.jsonl"
+CODEX_FIXTURE = FIXTURES / "codex-agentsessions-1.jsonl"
+HOOK = [sys.executable, "-P", "-m", "tc_git.hooks"]
+
+pytestmark = pytest.mark.usefixtures("fsck_after")
+
+
+def run_hook(event: dict | str, *args: str, env: dict | None = None, cmd=None, timeout=60):
+    data = event if isinstance(event, str) else json.dumps(event)
+    t0 = time.monotonic()
+    r = subprocess.run((cmd or HOOK) + list(args), input=data.encode(), capture_output=True,
+                       env=env or clean_env(), timeout=timeout)
+    r.elapsed = time.monotonic() - t0
+    return r
+
+
+def base(ws: Path, name: str, session: str = "0b7f3f4c-hooks", transcript: Path | None = None, **kw) -> dict:
+    ev = {"session_id": session, "transcript_path": str(transcript or ws / "missing.jsonl"), "cwd": str(ws),
+          "hook_event_name": name, "permission_mode": "default"}
+    ev.update(kw)
+    return ev
+
+
+@pytest.fixture
+def ws(tmp_path):
+    """A workspace with an active task and one saved step."""
+    from tc_git.engine import Engine
+
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "a.py").write_text("print('a')\n")
+    e = Engine(root)
+    e.init("hooked task", goal="prove the hooks", constraints="no network")
+    e.save("first step", conclusion="a.py prints a", next="make b.py")
+    return root
+
+
+def store_of(ws: Path) -> Path:
+    return ws / ".checkpoints"
+
+
+def refs(store: Path, prefix: str) -> dict[str, str]:
+    out = git(store, "for-each-ref", "--format=%(refname) %(objectname)", prefix).decode().split("\n")
+    return dict(line.split(" ", 1) for line in out if line)  # name -> oid
+
+
+def drift_notes(store: Path) -> list[dict]:
+    head = git(store, "for-each-ref", "--format=%(objectname)", "refs/checkpoints/tasks/").decode().split()[0]
+    notes = []
+    for oid in git(store, "rev-list", head).decode().split():
+        r = subprocess.run(["git", f"--git-dir={store}", "notes", "--ref=checkpoints", "show", oid],
+                           capture_output=True, env=clean_env())
+        if r.returncode == 0:
+            notes.append({"oid": oid, "subject": git(store, "log", "-1", "--format=%s", oid).decode().strip(),
+                          **json.loads(r.stdout)})
+    return notes
+
+
+# ---------------------------------------------------------------------------------- SessionStart
+@pytest.mark.parametrize("source", ["startup", "resume", "compact", "clear"])
+def test_session_start_injects_the_handoff(ws, source):
+    from tc_git.engine import Engine
+
+    handoff = Engine(ws).resume()["handoff"]
+    r = run_hook(base(ws, "SessionStart", source=source, model="claude-sonnet-4-5"), "session-start")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    hso = out["hookSpecificOutput"]
+    assert hso["hookEventName"] == "SessionStart"
+    assert handoff in hso["additionalContext"]
+    assert "hooked task" in hso["additionalContext"] and "make b.py" in hso["additionalContext"]
+
+
+def test_session_start_from_a_subdirectory_finds_the_workspace(ws):
+    r = run_hook(base(ws / "src", "SessionStart", source="startup"), "session-start")
+    assert r.returncode == 0 and "hooked task" in json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_no_store_means_no_output_and_no_store_created(tmp_path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "f.txt").write_text("x")
+    for name, extra in (("SessionStart", {"source": "startup"}), ("SessionEnd", {"reason": "other"}),
+                        ("PreCompact", {"trigger": "auto", "custom_instructions": ""}),
+                        ("PostToolUse", {"tool_name": "Write", "tool_input": {"file_path": str(plain / "f.txt")},
+                                         "tool_response": {"success": True}, "tool_use_id": "toolu_1"})):
+        ev = base(plain, name, transcript=CLAUDE_FIXTURE, **extra)
+        r = run_hook(ev)
+        assert (r.returncode, r.stdout, r.stderr) == (0, b"", b""), name
+    assert sorted(p.name for p in plain.iterdir()) == ["f.txt"]
+
+
+def test_store_without_active_task_does_nothing(ws):
+    from tc_git.store import Store
+
+    Store(store_of(ws), ws.resolve()).set_active_task(None)
+    r = run_hook(base(ws, "SessionStart", source="startup"))
+    assert (r.returncode, r.stdout) == (0, b"")
+
+
+def test_closed_task_injects_nothing(ws):
+    from tc_git.engine import Engine
+
+    Engine(ws).save("last", close=True)
+    r = run_hook(base(ws, "SessionStart", source="resume"))
+    assert (r.returncode, r.stdout) == (0, b"")
+
+
+# ---------------------------------------------------------------------------------- never fail
+@pytest.mark.parametrize("stdin", ["", "not json", "[1, 2]", '{"hook_event_name": "SessionStart"}',
+                                   '{"hook_event_name": "Nope", "cwd": "/"}'])
+def test_garbage_never_fails_the_agent(stdin, tmp_path):
+    r = run_hook(stdin, "session-start", env=clean_env(HOME=str(tmp_path)))
+    assert r.returncode == 0 and r.stdout == b""
+
+
+def test_an_error_exits_0_with_stderr_and_a_log_line(ws):
+    """A busy store (another writer holds the lock past the timeout) must not reach the agent."""
+    from tc_git.store import Store
+
+    store = store_of(ws)
+    (ws / "src" / "a.py").write_text("print('changed')\n")
+    ev = base(ws, "PostToolUse", tool_name="Edit", tool_use_id="toolu_err",
+              tool_input={"file_path": str(ws / "src" / "a.py"), "old_string": "a", "new_string": "changed"},
+              tool_response={"filePath": str(ws / "src" / "a.py")})
+    with Store(store, ws.resolve()).lock():
+        r = run_hook(ev, "post-tool-use", env=clean_env(TC_LOCK_TIMEOUT="0.3"))
+    assert r.returncode == 0 and r.stdout == b""
+    assert b"tc-git hook PostToolUse: StoreBusy" in r.stderr
+    assert "PostToolUse: error: StoreBusy" in (store / "tc" / "hooks.log").read_text()
+
+
+def test_a_broken_pointer_file_is_reported_not_raised(tmp_path):
+    w = tmp_path / "w"
+    w.mkdir()
+    (w / ".task-checkpoint-store.json").write_text("{broken")
+    r = run_hook(base(w, "SessionStart", source="startup"))
+    assert r.returncode == 0 and r.stdout == b"" and b"tc-git hook SessionStart" in r.stderr
+
+
+# ---------------------------------------------------------------------------------- PostToolUse
+def test_post_tool_use_records_a_drift_linked_to_the_tool_call(ws):
+    store = store_of(ws)
+    (ws / "src" / "b.py").write_text("print('b')\n")
+    ev = base(ws, "PostToolUse", tool_name="Write", tool_use_id="toolu_01ABC",
+              tool_input={"file_path": str(ws / "src" / "b.py"), "content": "print('b')\n"},
+              tool_response={"filePath": str(ws / "src" / "b.py"), "success": True}, duration_ms=12)
+    r = run_hook(ev, "post-tool-use")
+    assert r.returncode == 0 and r.stdout == b"", r.stderr
+    drift = drift_notes(store)[0]
+    assert drift["subject"] == "drift d0001: Write src/b.py"
+    assert drift["tool_call"]["id"] == "toolu_01ABC"
+    assert drift["tool_call"]["name"] == "Write" and drift["tool_call"]["paths"] == ["src/b.py"]
+    assert drift["session"] == "0b7f3f4c-hooks" and drift["agent"] == "claude"
+    tree = git(store, "ls-tree", "-r", "--name-only", drift["oid"]).decode().split()
+    assert "src/b.py" in tree
+    # nothing changed since: the next call records nothing
+    r = run_hook({**ev, "tool_use_id": "toolu_02"}, "post-tool-use")
+    assert r.returncode == 0
+    assert [d["tool_call"]["id"] for d in drift_notes(store) if "tool_call" in d] == ["toolu_01ABC"]
+
+
+def test_post_tool_use_bash_and_codex_apply_patch(ws):
+    store = store_of(ws)
+    (ws / "gen.txt").write_text("made by a shell\n")
+    ev = base(ws, "PostToolUse", tool_name="Bash", tool_use_id="toolu_bash",
+              tool_input={"command": "echo made > gen.txt && export TOKEN=ghp_" + "a" * 36,
+                          "description": "make a file"},
+              tool_response={"stdout": "", "stderr": "", "interrupted": False, "isImage": False})
+    assert run_hook(ev).returncode == 0
+    (ws / "src" / "a.py").write_text("print('patched')\n")
+    patch = "*** Begin Patch\n*** Update File: src/a.py\n@@\n-print('a')\n+print('patched')\n*** End Patch\n"
+    ev = {"session_id": "019a-codex", "transcript_path": None, "cwd": str(ws), "hook_event_name": "PostToolUse",
+          "model": "gpt-5-codex", "permission_mode": "default", "turn_id": "turn-1", "tool_name": "apply_patch",
+          "tool_input": {"command": patch}, "tool_response": "Success", "tool_use_id": "call_9"}
+    assert run_hook(ev, "post-tool-use", "--agent", "codex").returncode == 0
+    notes = {d["tool_call"]["id"]: d for d in drift_notes(store) if "tool_call" in d}
+    assert notes["toolu_bash"]["subject"].startswith("drift d0001: Bash: echo made > gen.txt")
+    assert "ghp_" + "a" * 36 not in json.dumps(notes["toolu_bash"])  # the credential is redacted
+    assert notes["call_9"]["tool_call"]["paths"] == ["src/a.py"] and notes["call_9"]["agent"] == "codex"
+    assert notes["call_9"]["tool_call"]["turn"] == "turn-1"
+
+
+def test_post_tool_use_ignores_read_only_tools(ws):
+    (ws / "src" / "a.py").write_text("changed but not by a file tool\n")
+    ev = base(ws, "PostToolUse", tool_name="Read", tool_use_id="toolu_r",
+              tool_input={"file_path": str(ws / "src" / "a.py")}, tool_response={})
+    assert run_hook(ev).returncode == 0
+    assert [d for d in drift_notes(store_of(ws)) if d.get("drift")] == []
+
+
+# ---------------------------------------------------------------------------------- SessionEnd
+def wait_for(cond, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.1)
+    return cond()
+
+
+def test_session_end_returns_at_once_and_records_in_the_background(ws, tmp_path):
+    store = store_of(ws)
+    tp = tmp_path / "c64cc478-3430-40fe-8e9c-4ee9986e9754.jsonl"
+    shutil.copy(CLAUDE_FIXTURE, tp)
+    ev = base(ws, "SessionEnd", session="c64cc478-3430-40fe-8e9c-4ee9986e9754", transcript=tp, reason="prompt_input_exit")
+    r = run_hook(ev, "session-end", env=clean_env(TC_HOOK_REGROW="0.2"))
+    assert r.returncode == 0 and r.stdout == b"", r.stderr
+    assert r.elapsed < 1.0, f"SessionEnd took {r.elapsed:.2f}s of its 1.5 s budget"
+    main = "refs/checkpoints/sessions/claude-c64cc478-3430-40fe-8e9c-4ee9986e9754/main"
+    tip = wait_for(lambda: refs(store, main).get(main))
+    assert tip, f"the detached worker did not record the session; log:\n{(store / 'tc' / 'hooks.log').read_text()}"
+    n = len(git(store, "rev-list", tip).decode().split())
+    assert n > 10
+    assert len(git(store, "log", "--oneline", main).decode().splitlines()) == n
+    # the tip is linked to the code timeline
+    note = wait_for(lambda: subprocess.run(["git", f"--git-dir={store}", "notes", "--ref=checkpoints", "show", tip],
+                                           capture_output=True).stdout)
+    assert json.loads(note)["trajectory"]["code_commit"]
+    # recording again (a second SessionEnd, e.g. after --resume) adds nothing
+    wait_for(lambda: "worker: recorded" in (store / "tc" / "hooks.log").read_text())
+    time.sleep(0.6)
+    before = git(store, "count-objects", "-v").decode()
+    r = run_hook(ev, "session-end", env=clean_env(TC_HOOK_REGROW="0.2"))
+    assert wait_for(lambda: (store / "tc" / "hooks.log").read_text().count("worker: recorded") >= 2)
+    assert refs(store, main)[main] == tip
+    log = (store / "tc" / "hooks.log").read_text()
+    assert ", 0 new," in log.strip().splitlines()[-1], log
+    assert git(store, "count-objects", "-v").decode().split("\n")[0] == before.split("\n")[0]
+    fsck(store)
+
+
+def test_session_end_picks_up_a_transcript_that_is_still_growing(ws, tmp_path):
+    store = store_of(ws)
+    lines = CLAUDE_FIXTURE.read_bytes().splitlines(keepends=True)
+    tp = tmp_path / "grow.jsonl"
+    tp.write_bytes(b"".join(lines[:10]))
+    ev = base(ws, "SessionEnd", session="c64cc478-3430-40fe-8e9c-4ee9986e9754", transcript=tp, reason="other")
+    assert run_hook(ev, env=clean_env(TC_HOOK_SETTLE="0", TC_HOOK_REGROW="0.8")).returncode == 0
+    assert wait_for(lambda: "worker: recorded" in (store / "tc" / "hooks.log").read_text())
+    tp.write_bytes(b"".join(lines))  # the agent flushed the rest after the hook fired
+    main = "refs/checkpoints/sessions/claude-c64cc478-3430-40fe-8e9c-4ee9986e9754/main"
+    full = wait_for(lambda: len(git(store, "rev-list", refs(store, main)[main]).decode().split()) > 20 or None)
+    assert full, (store / "tc" / "hooks.log").read_text()
+
+
+def test_codex_stop_records_the_rollout(ws, tmp_path):
+    store = store_of(ws)
+    tp = tmp_path / "rollout-2026-02-23T11-41-04-019a.jsonl"
+    shutil.copy(CODEX_FIXTURE, tp)
+    ev = {"session_id": "019a", "transcript_path": str(tp), "cwd": str(ws), "hook_event_name": "Stop",
+          "model": "gpt-5-codex", "permission_mode": "default", "turn_id": "t1", "stop_hook_active": False,
+          "last_assistant_message": "done"}
+    r = run_hook(ev, "stop", "--agent", "codex")
+    assert r.returncode == 0 and r.elapsed < 1.0
+    found = wait_for(lambda: [k for k in refs(store, "refs/checkpoints/sessions/") if "/codex-" in k])
+    assert found, (store / "tc" / "hooks.log").read_text()
+
+
+# ---------------------------------------------------------------------------------- PreCompact
+def test_pre_compact_records_and_marks_a_milestone(ws, tmp_path):
+    store = store_of(ws)
+    tp = tmp_path / "c64cc478-3430-40fe-8e9c-4ee9986e9754.jsonl"
+    shutil.copy(CLAUDE_FIXTURE, tp)
+    (ws / "src" / "c.py").write_text("print('c')\n")  # unsaved work at compaction time
+    sid = "c64cc478-3430-40fe-8e9c-4ee9986e9754"
+    ev = base(ws, "PreCompact", session=sid, transcript=tp, trigger="auto", custom_instructions="")
+    r = run_hook(ev, "pre-compact")
+    assert r.returncode == 0 and r.stdout == b"", r.stderr
+    ms = refs(store, "refs/checkpoints/milestones/")
+    name = f"refs/checkpoints/milestones/precompact-{sid}-1"
+    main = f"refs/checkpoints/sessions/claude-{sid}/main"
+    assert ms[name] == refs(store, main)[main]
+    note = json.loads(git(store, "notes", "--ref=checkpoints", "show", ms[name]))["trajectory"]
+    code = note["milestones"][f"precompact-{sid}-1"]["code_commit"]
+    assert "src/c.py" in git(store, "ls-tree", "-r", "--name-only", code).decode().split()
+    # a second compaction in the same session gets the next number
+    r = run_hook({**ev, "trigger": "manual", "custom_instructions": "keep the tests"})
+    assert r.returncode == 0
+    assert f"refs/checkpoints/milestones/precompact-{sid}-2" in refs(store, "refs/checkpoints/milestones/")
+
+
+def test_pre_compact_without_transcript_is_quiet(ws):
+    r = run_hook(base(ws, "PreCompact", trigger="auto", custom_instructions=""))
+    assert (r.returncode, r.stdout) == (0, b"")
+    assert refs(store_of(ws), "refs/checkpoints/milestones/") == {}
+    assert "no transcript" in (store_of(ws) / "tc" / "hooks.log").read_text()
+
+
+# ---------------------------------------------------------------------------------- entry points
+def test_tc_hook_subcommand_is_the_same_entry(ws):
+    from conftest import TC
+
+    r = run_hook(base(ws, "SessionStart", source="startup"), "hook", "session-start", cmd=TC)
+    assert r.returncode == 0
+    assert "hooked task" in json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_hook_module_imports_neither_mcp_nor_pygit2_when_idle(tmp_path):
+    code = ("import sys, io; sys.stdin = io.StringIO('{\"hook_event_name\": \"SessionStart\", \"cwd\": \"%s\"}');"
+            "from tc_git import hooks; hooks.main(['session-start']);"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'pygit2', 'tc_git')))") % tmp_path
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env())
+    assert r.returncode == 0, r.stderr
+    assert eval(r.stdout) == ["tc_git", "tc_git.hooks"]
+
+
+def test_store_constants_match():
+    from tc_git import hooks, store
+
+    assert (hooks.STORE_DIRNAME, hooks.POINTER_FILE) == (store.STORE_DIRNAME, store.POINTER_FILE)
+
+
+def test_external_store_through_the_pointer_file(tmp_path):
+    from tc_git.engine import Engine
+
+    root = tmp_path / "w2"
+    root.mkdir()
+    (root / "x.txt").write_text("x")
+    Engine(root).init("external", store=str(tmp_path / "elsewhere"))
+    r = run_hook(base(root, "SessionStart", source="startup"))
+    assert "external" in json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert not (root / ".checkpoints").exists()
