@@ -319,3 +319,31 @@ def test_verify_edits_reports_an_outside_edit(store: Store) -> None:
     assert (v.ok, v.path) == (False, "extra")
     assert T.verify_edits(repo, events, _tree(repo, BASE), _tree(repo, dict(AFTER, extra="1")),
                           root=ROOT, only_touched=True).ok
+
+
+def test_rewind_after_recording_moves_main_and_keeps_the_old_line(store: Store, tmp_path: Path) -> None:
+    lines = (FIXTURES / "claude-daaain-1.jsonl").read_text().splitlines(keepends=True)
+    part = tmp_path / "s.jsonl"
+    part.write_text("".join(lines[:4]))  # Start, Ready, First attempt, First answer
+    r1 = T.record_file(store.repo, str(part))
+    assert list(r1.branches) == ["main"]
+    part.write_text("".join(lines))  # the user rewound to "Ready" and went on
+    r2 = T.record_file(store.repo, str(part))
+    fork = next(b for b in r2.branches if b.startswith("fork-"))
+    assert r2.branches[fork] == r1.branches["main"] and r2.branches["main"] != r1.branches["main"]
+    refs = sorted(r for r in store.repo.references if r.startswith(r2.ref_prefix))
+    assert refs == sorted(r2.ref_prefix + b for b in r2.branches)
+
+
+def test_cache_is_only_a_shortcut(store: Store) -> None:
+    r1 = T.record_file(store.repo, str(FIXTURES / "claude-drmaciver-2.jsonl"))
+    for f in (store.path / "tc" / "trajectory-cache").iterdir():
+        f.unlink()
+    r2 = T.record_file(store.repo, str(FIXTURES / "claude-drmaciver-2.jsonl"))
+    assert r2.commits == r1.commits and r2.new_commits == 0
+
+
+def test_package_never_imports_mcp() -> None:
+    pkg = Path(T.__file__).parent
+    for src in pkg.glob("*.py"):
+        assert not re.search(r"^\s*(import|from)\s+mcp\b", src.read_text(), re.M), src

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pygit2
@@ -83,7 +85,7 @@ def _redact(value: Any, counter: list[int]) -> Any:
 def _obj(repo: pygit2.Repository, kind: str, data: bytes, new: dict[str, int]) -> bytes:
     """Hash an object, write it only when missing; returns the raw 20-byte id."""
     h = hashlib.sha1(f"{kind} {len(data)}\0".encode() + data)
-    if h.hexdigest() not in repo:
+    if not repo.odb.exists(pygit2.Oid(raw=h.digest())):
         otype = {"blob": ObjectType.BLOB, "tree": ObjectType.TREE, "commit": ObjectType.COMMIT}[kind]
         repo.odb.write(otype, data)
         new[kind] += 1
@@ -161,17 +163,66 @@ def record(repo: pygit2.Repository, transcript: Transcript, *, update_refs: bool
     """Store every event of `transcript` as a commit and point the session's branch refs at
     its leaves. Idempotent; incremental for a grown transcript."""
     new, red = {"blob": 0, "tree": 0, "commit": 0}, [0]
+    sname = session_name(transcript.agent, transcript.session_id)
+    cache = _Cache(repo, sname)
     commits: dict[str, str] = {}
     for ev in transcript.events:  # readers give parents before children
-        commits[ev.key] = _write_event(repo, ev, commits.get(ev.parent or ""), new, red)
-    sname = session_name(transcript.agent, transcript.session_id)
+        parent = commits.get(ev.parent or "")
+        key = cache.key(ev, parent)
+        hit = cache.get(key)
+        commits[ev.key] = hit or _write_event(repo, ev, parent, new, red)
+        cache.put(key, commits[ev.key])
+    cache.save()
     branches = _branch_names(transcript.events, commits)
     if update_refs:
         _update_refs(repo, f"{SESSIONS_PREFIX}{sname}/", branches)
     st = transcript.stats
-    return RecordResult(session=sname, events=len(transcript.events), new_commits=new["commit"], branches=branches, skipped=st["skipped"],
-        ignored=st["ignored"], malformed=st["malformed"], redactions=red[0],
-        duplicates=st["duplicates"], dangling=st["dangling"], title=transcript.title, commits=commits)
+    return RecordResult(session=sname, events=len(transcript.events), new_commits=new["commit"],
+                        branches=branches, skipped=st["skipped"], ignored=st["ignored"],
+                        malformed=st["malformed"], redactions=red[0], duplicates=st["duplicates"],
+                        dangling=st["dangling"], title=transcript.title, commits=commits)
+
+
+class _Cache:
+    """(event content, parent commit) -> commit, kept in the store between recordings.
+
+    Re-recording is dominated by the credential scan; the cache skips it for events already
+    stored. Losing the file costs time, never correctness (ids are recomputed identically),
+    and a hit is trusted only if its commit is still in the object database.
+    """
+
+    def __init__(self, repo: pygit2.Repository, session: str):
+        self.repo = repo
+        self.path = Path(repo.path) / "tc" / "trajectory-cache" / f"{session}.json"
+        try:
+            self.old: dict[str, str] = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            self.old = {}
+        self.new: dict[str, str] = {}
+
+    def key(self, ev: Event, parent: str | None) -> str:
+        raw = json.dumps(ev.record(), sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha1(f"{parent}\0{raw}".encode("utf-8", "surrogatepass")).hexdigest()
+
+    def get(self, key: str) -> str | None:
+        hit = self.old.get(key)
+        if hit and self.repo.odb.exists(pygit2.Oid(hex=hit)):
+            return hit
+        return None
+
+    def put(self, key: str, commit: str) -> None:
+        self.new[key] = commit
+
+    def save(self) -> None:
+        if self.new == self.old:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.tmp")
+            tmp.write_text(json.dumps(self.new, separators=(",", ":")))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a read-only store still records; it is just slower next time
 
 
 def record_file(repo: pygit2.Repository, path: str, **read_kw: Any) -> RecordResult:
