@@ -109,16 +109,15 @@ class _Builder:
     def _conversational(self, entry: dict) -> None:
         uuid = entry.get("uuid") if isinstance(entry.get("uuid"), str) else None
         base = uuid or f"line{self.order}"
+        d = hashlib.sha1(json.dumps(entry, sort_keys=True, default=str).encode()).hexdigest()
         if uuid is not None and (uuid in self.key_of or uuid in self.alias):
-            d = hashlib.sha1(json.dumps(entry, sort_keys=True, default=str).encode()).hexdigest()
             if self.digest.get(uuid) == d:
                 self.t.stats["duplicates"] += 1  # a resumed/forked file replays lines verbatim
                 return
             base = f"{uuid}~{self.order}"
         events = self._events(entry)
         if uuid is not None:
-            self.digest[uuid] = hashlib.sha1(
-                json.dumps(entry, sort_keys=True, default=str).encode()).hexdigest()
+            self.digest[uuid] = d
         if not events:
             self._alias(entry)
             return

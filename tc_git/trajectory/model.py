@@ -8,6 +8,7 @@ prefix (a Claude Code `/branch`, a Codex fork) hash to the same commits as the o
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,7 +110,6 @@ def short_text(value: Any, limit: int = 72) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        import json
         value = json.dumps(value, ensure_ascii=False, sort_keys=True)
     s = " ".join(value.split())
     return s if len(s) <= limit else s[: limit - 1].rstrip() + "…"
