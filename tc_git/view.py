@@ -433,7 +433,11 @@ def session_data(repo: pygit2.Repository, key: str, lim: Limits, budget: _Budget
             ev["tn"] = _red(str(rec["tool_name"]))
         if rec.get("tool_input") is not None:
             ev["ts1"] = _clip(_tool_summary(rec["tool_input"]).split("\n", 1)[0], 300)[0]
-            ev["ti"], n = _clip(rec["tool_input"], lim.tool_io)
+            inp = rec["tool_input"]
+            if isinstance(inp, dict) and len(inp) == 1 and next(iter(inp.values())) == ev["ts1"]:
+                inp = None  # the one-line summary says it all
+        if rec.get("tool_input") is not None and inp is not None:
+            ev["ti"], n = _clip(inp, lim.tool_io)
             if n or "tool_input" in full:
                 ev["tin"] = full.get("tool_input", n)
             size += len(ev["ti"])

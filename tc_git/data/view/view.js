@@ -28,6 +28,7 @@
   }
   function size(n) { return n < 1024 ? n + " B" : n < 1048576 ? (n / 1024).toFixed(1) + " KB" : (n / 1048576).toFixed(1) + " MB"; }
   function short(h) { return String(h || "").slice(0, 12); }
+  function plural(n, w) { return n + " " + w + (n === 1 ? "" : "s"); }
   function lines(s) { var n = 1, i = -1; while ((i = s.indexOf("\n", i + 1)) !== -1) n++; return n; }
 
   // ------------------------------------------------------------------ syntax highlighting
@@ -199,9 +200,9 @@
       var li = add(ul, "li");
       var pad = "";
       for (var k = 1; k < (e.dp || 1); k++) pad += "│  ";
-      li.appendChild(doc.createTextNode(pad + "└─⑂ "));
+      li.appendChild(doc.createTextNode(pad + "└─⎇ "));
       link(li, "#e-" + short(e.c), e.fk.br);
-      li.appendChild(doc.createTextNode("  " + (e.fk.end - i) + " events, forks after #" + (e.fk.from === null || e.fk.from === undefined ? "?" : e.fk.from)));
+      li.appendChild(doc.createTextNode("  " + plural(e.fk.end - i, "event") + ", forks after #" + (e.fk.from === null || e.fk.from === undefined ? "?" : e.fk.from)));
     });
   }
 
@@ -235,8 +236,8 @@
       li.setAttribute("data-r", rows.length);
       rows.push(r);
       if (e.fk) {
-        var fk = add(li, "div", "fork", "⑂ branch " + e.fk.br + (e.fk.from !== null && e.fk.from !== undefined ? " — forks after #" + e.fk.from : ""));
-        if (e.fk.end - i > 1) { fk.appendChild(doc.createTextNode(" ")); button(fk, "fold", "fold " + (e.fk.end - i - 1) + " events"); }
+        var fk = add(li, "div", "fork", "⎇ branch " + e.fk.br + (e.fk.from !== null && e.fk.from !== undefined ? " — forks after #" + e.fk.from : ""));
+        if (e.fk.end - i > 1) { fk.appendChild(doc.createTextNode(" ")); button(fk, "fold", "fold " + plural(e.fk.end - i - 1, "event")); }
       }
       var hd = add(li, "div", "hd");
       add(hd, "span", "gut", "#" + i);
@@ -320,7 +321,7 @@
       x.el.classList.toggle("fold", x.folds > 0);
     }
     var b = r.el.querySelector("button[data-act=fold]");
-    if (b) b.textContent = (fold ? "unfold " : "fold ") + (end - r.idx - 1) + " events";
+    if (b) b.textContent = (fold ? "unfold " : "fold ") + plural(end - r.idx - 1, "event");
     r.folded = fold;
     void s;
   }

@@ -1,0 +1,264 @@
+"""`tc view`: the HTML page, judged by a real headless Chromium (DevTools protocol over a pipe,
+and `--dump-dom` as a second, independent reading)."""
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+import tc_git.cli
+from tc_git.view import Limits, build
+
+from test_view_support import CHROMIUM, FAKE_KEY, SCRIPT_TEXT, Browser, dump_dom, make_task, record_sessions
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium); .ci/run installs it")
+
+
+def tc_main(argv) -> int:
+    # cli.main() loads the extension list on every call and appends to it; in one process the
+    # second call would register each extension's sub-commands twice. Start from a clean list.
+    tc_git.cli.EXTENSIONS.clear()
+    return tc_git.cli.main(argv)
+
+
+def tc(*args, capsys) -> dict:
+    rc = tc_main(["--json", *args])
+    out = capsys.readouterr().out
+    return {"rc": rc, **json.loads(out)}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    ws = tmp_path_factory.mktemp("view") / "ws"
+    engine, tid, commits = make_task(ws)
+    facts = record_sessions(engine, commits[2])
+    out = ws.parent / "view.html"
+    rc = tc_main(["-C", str(ws), "--json", "view", "-o", str(out)])
+    assert rc == 0
+    return {"ws": ws, "engine": engine, "task": tid, "commits": commits, "html": out,
+            "text": out.read_text(encoding="utf-8"), **facts}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium); .ci/run installs it")
+    b = Browser()
+    yield b
+    b.close()
+
+
+def open_page(browser, url, **kw):
+    p = browser.page(**kw)
+    p.goto(url)
+    for _ in range(100):  # the script runs before `load`; this only guards against surprises
+        if p.js("document.documentElement.dataset.ready") == "1":
+            break
+        time.sleep(0.05)
+    return p
+
+
+# ------------------------------------------------------------------------------ the file itself
+def test_file_is_self_contained_and_escaped(site):
+    text = site["text"]
+    csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', text)
+    assert csp, "CSP meta tag missing"
+    policy = csp.group(1).replace("&#x27;", "'")
+    for part in ("default-src 'none'", "style-src 'unsafe-inline'", "img-src data:", "script-src 'unsafe-inline'"):
+        assert part in policy
+    assert not re.search(r"""(?:src|href|action)\s*=\s*["']?\s*(?:https?:)?//""", text, re.I)
+    assert "<link rel=\"stylesheet\"" not in text and "@import" not in text
+    # hostile text never appears as markup: JSON data escapes every '<'
+    assert SCRIPT_TEXT not in text
+    assert "</script><b>" not in text
+    assert len(re.findall(r"<script\b", text)) == len(re.findall(r"</script>", text))
+    # secrets are redacted in code notes and in the conversation alike
+    assert FAKE_KEY not in text
+    assert "[REDACTED:aws access key]" in text
+
+
+def test_cli_defaults_and_session_selection(site, capsys, tmp_path):
+    ws = str(site["ws"])
+    r = tc("-C", ws, "view", capsys=capsys)
+    assert r["rc"] == 0 and Path(r["path"]).is_file()
+    assert Path(r["path"]).parent == site["engine"].store.path / "view"  # never inside the captured tree
+    assert r["tasks"] == [site["task"]] and len(r["sessions"]) == 2
+    r = tc("-C", ws, "view", "--session", "hostile-1", "-o", str(tmp_path / "s.html"), capsys=capsys)
+    assert r["sessions"] == ["generic-hostile-1"] and r["tasks"] == [] and r["events"] == 5
+    r = tc("-C", ws, "view", "--task", site["task"], "-o", str(tmp_path / "t.html"), capsys=capsys)
+    assert r["tasks"] == [site["task"]]
+    assert r["sessions"] == [site["claude"].session]  # the session its milestone links
+    assert tc_main(["-C", ws, "view", "--session", "nope"]) == 2
+    assert "no recorded session" in capsys.readouterr().err
+
+
+def test_caps_bound_the_page(tmp_path):
+    from tc_git.engine import Engine
+
+    ws = tmp_path / "big"
+    ws.mkdir()
+    e = Engine(ws)
+    tid = e.init("big")["task_id"]
+    for i in range(3):
+        (ws / "big.txt").write_text("".join(f"row {i} {n} " + "x" * 50 + "\n" for n in range(3000)))
+        (ws / "long.py").write_text("s = '" + "y" * 5000 + "'\n")
+        e.save(f"step {i}")
+    lim = Limits(diff_chars=4000, diff_line=100, diff_budget=6000)
+    text, summary = build(e.repo, [tid], [], lim=lim)
+    data = [json.loads(m.replace("\\u003c", "<")) for m in
+            re.findall(r'<script type="application/json" id="tc-diff-\d+">(.*?)</script>', text)]
+    assert len(data) == 3
+    assert data[0].get("tr") == 1 and any(f.get("x") for f in data[0]["f"])
+    assert all(len(line) <= 103 for f in data[0]["f"] for line in f.get("l", []))
+    assert data[2].get("budget") == 1 and "l" not in data[2]["f"][0]  # the budget is spent by then
+    assert summary["truncated"]["diffs"] is True
+    assert summary["bytes"] < 60_000
+
+
+# ------------------------------------------------------------------------------ in Chromium
+@needs_chromium
+def test_dom_in_chromium(site, browser):
+    url = site["html"].as_uri()
+    p = open_page(browser, url + "#expand-all", width=412, height=900, mobile=True)
+    try:
+        assert float(p.js("document.documentElement.dataset.renderMs")) > 0
+        titles = p.js("[...document.querySelectorAll('.row .title')].map(e => e.textContent)")
+        for t in ("first step adds app.py", "second step handles strings", "third step: hostile text"):
+            assert t in titles
+        kinds = p.js("[...document.querySelectorAll('section[id^=task] .row .badge.k')].map(e => e.textContent)")
+        assert {"step 1", "step 3", "drift d0001", "restore"} <= set(kinds)
+        # a diff line, expanded, highlighted: the string token is its own span
+        lines = p.js("[...document.querySelectorAll('.dl.a')].map(e => e.textContent)")
+        assert "+print(add('x', 'y'))" in lines
+        assert p.js("[...document.querySelectorAll('.dl.a .s')].some(e => e.textContent === \"'x'\")")
+        assert p.js("[...document.querySelectorAll('.dl.d')].some(e => e.textContent === '-print(add(1, 2))')")
+        # milestone: on the event, on the code step, and linked from one to the other
+        ms = p.js("[...document.querySelectorAll('.badge.ms')].map(e => [e.textContent, e.getAttribute('href')])")
+        code_link = "#c-" + site["commits"][2][:12]
+        event_link = "#e-" + site["milestone_event"][:12]
+        assert ["★ tests-green", event_link] in ms  # on the code step, pointing at the event
+        assert p.js(f"!!document.querySelector('{event_link} a[href=\"{code_link}\"]')")
+        # branches: the recorded fork and the named branch, in the tree and on their rows
+        tree = p.js("[...document.querySelectorAll('.tree li')].map(e => e.textContent).join('\\n')")
+        assert site["branch"] in tree
+        fork = [b for b in site["claude"].branches if b.startswith("fork-")][0]
+        assert fork in tree
+        assert p.js(f"!!document.querySelector('.row.ind .fork') && document.querySelector('.row.ind .fork').textContent.includes('{fork}')")
+        tips = p.js("[...document.querySelectorAll('.badge.tip')].map(e => e.textContent)")
+        assert "⎇ " + site["branch"] in tips and "⎇ main" in tips
+        # the hostile message is text, in the task and in the conversation
+        hostile = p.js(f"[...document.querySelectorAll('.row .txt')].filter(e => e.textContent.includes({json.dumps(SCRIPT_TEXT)})).map(e => e.outerHTML)")
+        assert len(hostile) >= 2
+        assert all("&lt;script&gt;alert(1)&lt;/script&gt;" in h for h in hostile)
+        assert p.js("[...document.querySelectorAll('script')].every(s => s.type === 'application/json' || s.textContent.startsWith('(function'))")
+        assert not p.js("[...document.querySelectorAll('b')].length")
+        # long tool output folded, then shown in full after expand-all
+        assert p.js("[...document.querySelectorAll('button[data-act=out]')].some(b => b.textContent.startsWith('output: 40 lines'))")
+        assert p.js("[...document.querySelectorAll('pre.out')].some(e => e.textContent.includes('line 39'))")
+        # nothing left the page: one request (the file), no dialog, no error, no CSP violation
+        urls = [r["request"]["url"] for r in p.mine("Network.requestWillBeSent")]
+        assert urls == [url + "#expand-all"] or urls == [url], urls
+        assert p.mine("Page.javascriptDialogOpening") == []
+        assert p.mine("Runtime.exceptionThrown") == []
+        assert p.js("document.documentElement.dataset.cspViolations") is None
+        assert p.js("performance.getEntriesByType('resource').length") == 0
+        ARTIFACTS.mkdir(exist_ok=True)
+        p.js("window.scrollTo(0, 0)")
+        p.screenshot(ARTIFACTS / "view-phone.png")
+        # phone width: nothing forces horizontal scrolling of the page itself
+        assert p.js("document.documentElement.scrollWidth") <= 412
+    finally:
+        p.close()
+
+
+@needs_chromium
+def test_dark_mode_screenshot(site, browser):
+    p = open_page(browser, site["html"].as_uri(), width=412, height=900, mobile=True, dark=True)
+    try:
+        bg = p.js("getComputedStyle(document.body).backgroundColor")
+        assert bg == "rgb(13, 17, 23)", bg
+        p.js(f"document.getElementById('e-{site['milestone_event'][:12]}').scrollIntoView()")
+        time.sleep(0.2)
+        p.screenshot(ARTIFACTS / "view-phone-dark.png")
+    finally:
+        p.close()
+
+
+@needs_chromium
+def test_keyboard_search_and_fold(site, browser):
+    p = open_page(browser, site["html"].as_uri())
+    try:
+        assert p.js("document.querySelector('.dl')") is None  # diffs are built only when opened
+        p.key("j", "KeyJ", 74)
+        p.key("j", "KeyJ", 74)
+        first_two = p.js("[...document.querySelectorAll('.row')].slice(0, 2).map(e => e.id)")
+        assert p.js("document.documentElement.dataset.sel") == first_two[1]
+        p.key("ArrowUp", "ArrowUp", 38)
+        assert p.js("document.documentElement.dataset.sel") == first_two[0]
+        p.key("j", "KeyJ", 74)
+        p.key("Enter", "Enter", 13)  # opens the selected step: files and its diff
+        assert p.js("document.querySelectorAll('.row.sel .dl').length") > 0
+        p.key("/", "Slash", 191)
+        assert p.js("document.activeElement.id") == "q"
+        assert p.js("document.getElementById('q').value") == ""  # the '/' was not typed
+        p.send("Input.insertText", {"text": "hostile"})
+        time.sleep(0.3)
+        visible = p.js("[...document.querySelectorAll('.row:not(.hid)')].map(e => e.querySelector('.title, .txt').textContent)")
+        assert visible == ["third step: hostile text"] or "third step: hostile text" in visible
+        assert "match" in p.js("document.getElementById('count').textContent")
+        p.key("Escape", "Escape", 27)
+        assert p.js("document.querySelectorAll('.row.hid').length") == 0
+        # fold the recorded fork: its later events hide, the fork's first row stays
+        n = p.js("(() => { const b = document.querySelector('button[data-act=fold]'); b.click();"
+                 " return document.querySelectorAll('.row.fold').length })()")
+        assert n >= 1
+        assert p.js("document.querySelector('button[data-act=fold]').textContent").startswith("unfold")
+    finally:
+        p.close()
+
+
+@needs_chromium
+def test_dump_dom_reading(site):
+    """The simplest judge: the DOM Chromium prints after the script ran."""
+    url = site["html"].as_uri()
+    dom, _ = dump_dom(url, extra=["--virtual-time-budget=2000"])
+    assert 'data-ready="1"' in dom
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
+    assert "first step adds app.py" in dom and "★ tests-green" in dom
+    assert 'class="dl' not in dom  # no diff is built until asked for
+    dom, _ = dump_dom(url + "#expand-all", extra=["--virtual-time-budget=2000"])
+    assert '<span class="dl a">+print(add(<span class="s">\'x\'</span>' in dom
+
+
+@needs_chromium
+def test_request_monitor_and_csp_really_work(site, browser, tmp_path):
+    """Negative controls: the same monitor sees a request when the page has no CSP, and the CSP
+    turns the same request into a violation that never leaves the page."""
+    text = site["text"]
+    img = '<img src="http://tc-view-probe.invalid/x.png" alt="">'
+    no_csp = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", text).replace("<main", img + "<main", 1)
+    with_csp = text.replace("<main", img + "<main", 1)
+    (tmp_path / "no-csp.html").write_text(no_csp, encoding="utf-8")
+    (tmp_path / "csp.html").write_text(with_csp, encoding="utf-8")
+    p = open_page(browser, (tmp_path / "no-csp.html").as_uri())
+    try:
+        assert any("tc-view-probe.invalid" in r["request"]["url"] for r in p.mine("Network.requestWillBeSent"))
+    finally:
+        p.close()
+    p = open_page(browser, (tmp_path / "csp.html").as_uri())
+    try:
+        time.sleep(0.2)
+        # Chromium announces the attempt, then blocks it itself: it fails with reason "csp"
+        probe = [r["requestId"] for r in p.mine("Network.requestWillBeSent")
+                 if "tc-view-probe.invalid" in r["request"]["url"]]
+        failed = {f["requestId"]: f.get("blockedReason") for f in p.mine("Network.loadingFailed")}
+        assert probe and all(failed.get(r) == "csp" for r in probe), (probe, failed)
+        assert not [r for r in p.mine("Network.responseReceived") if r["requestId"] in probe]
+        assert int(p.js("document.documentElement.dataset.cspViolations || '0'")) >= 1
+    finally:
+        p.close()
