@@ -846,7 +846,8 @@ def push(engine, remote: str | None = None) -> dict:
         cb = _PushCallbacks()
         if to_push:
             try:
-                r.push([f"{n}:{n}" for n in to_push], callbacks=cb)
+                # a fresh remote: the one above is connected in the fetch direction
+                repo.remotes.create_anonymous(url).push([f"{n}:{n}" for n in to_push], callbacks=cb)
             except pygit2.GitError as e:
                 raise Conflict(f"push to {url} failed: {e}") from e
     if cb.rejected:
