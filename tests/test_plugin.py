@@ -1,0 +1,175 @@
+"""The repository as a Claude Code plugin and marketplace, judged by the Claude Code CLI itself.
+
+The CLI comes from npm (`@anthropic-ai/claude-code`), installed once into a prefix under
+~/.cache/tc-git-test/claude (or $TC_CLAUDE_CLI: a `claude` binary to use instead) and run
+offline with HOME pointing at a scratch directory: `plugin validate --strict`,
+`plugin marketplace add`, `plugin install`, `plugin details`, `plugin list`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env
+
+REPO = Path(__file__).resolve().parents[1]
+CACHE = Path(os.path.expanduser(os.environ.get("TC_TEST_CACHE", "~/.cache/tc-git-test"))) / "claude"
+PACKAGE = "@anthropic-ai/claude-code"
+
+
+def _claude_cli() -> Path:
+    explicit = os.environ.get("TC_CLAUDE_CLI")
+    if explicit:
+        return Path(explicit)
+    binary = CACHE / "prefix" / "bin" / "claude"
+    if binary.exists():
+        return binary
+    npm = shutil.which("npm")
+    if not npm:
+        pytest.skip("npm is not available: cannot install the Claude Code CLI that judges the plugin")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run([npm, "install", "-g", "--prefix", str(CACHE / "prefix"), "--no-audit", "--no-fund", PACKAGE],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0 or not binary.exists():
+        pytest.fail(f"npm install {PACKAGE} failed (rc={r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    return binary
+
+
+@pytest.fixture(scope="module")
+def claude():
+    return _claude_cli()
+
+
+@pytest.fixture
+def home(tmp_path):
+    h = tmp_path / "home"
+    h.mkdir()
+    return h
+
+
+def run(claude: Path, home: Path, *args: str, cwd=None, timeout=120) -> subprocess.CompletedProcess:
+    env = clean_env(HOME=str(home), DISABLE_TELEMETRY="1", DISABLE_AUTOUPDATER="1",
+                    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", NO_COLOR="1")
+    env.pop("CLAUDE_CONFIG_DIR", None)
+    env.pop("ANTHROPIC_API_KEY", None)
+    r = subprocess.run([str(claude), *args], capture_output=True, text=True, env=env, cwd=cwd or home,
+                       timeout=timeout, stdin=subprocess.DEVNULL)
+    r.text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", r.stdout + r.stderr)
+    return r
+
+
+def published_copy(dest: Path) -> Path:
+    """The repository as it would be published: tracked and untracked-not-ignored files (no
+    virtualenvs, caches or stores), symlinks kept as links."""
+    r = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"],
+                       capture_output=True, env=clean_env())
+    if r.returncode != 0:
+        shutil.copytree(REPO, dest, symlinks=True,
+                        ignore=shutil.ignore_patterns(".git", "*venv*", "__pycache__", ".checkpoints", "node_modules"))
+        return dest
+    for rel in r.stdout.decode().split("\0"):
+        if not rel or rel.split("/")[0].endswith("venv") or "/site-packages/" in rel:
+            continue
+        src, dst = REPO / rel, dest / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            os.symlink(os.readlink(src), dst)
+        elif src.is_file():
+            shutil.copy2(src, dst)
+    return dest
+
+
+# ----------------------------------------------------------------------------- static checks
+def test_manifests_agree():
+    plugin = json.loads((REPO / ".claude-plugin" / "plugin.json").read_text())
+    market = json.loads((REPO / ".claude-plugin" / "marketplace.json").read_text())
+    entry = next(p for p in market["plugins"] if p["name"] == plugin["name"])
+    assert entry["source"] == "./" and entry.get("version", plugin["version"]) == plugin["version"]
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert plugin["version"] == project["version"], "plugin.json version must follow pyproject.toml"
+    mcp = json.loads((REPO / ".mcp.json").read_text())["mcpServers"]["tc-git"]
+    assert mcp["command"] in project["scripts"], "the bundled MCP server must be a console script of the package"
+
+
+def test_plugin_hooks_call_the_hook_entry():
+    cfg = json.loads((REPO / "hooks" / "hooks.json").read_text())["hooks"]
+    assert set(cfg) == {"SessionStart", "PostToolUse", "PreCompact", "SessionEnd"}
+    for groups in cfg.values():
+        for g in groups:
+            for h in g["hooks"]:
+                assert h["type"] == "command" and '"${CLAUDE_PLUGIN_ROOT}/hooks/run.sh"' in h["command"]
+    assert (REPO / "hooks" / "run.sh").stat().st_mode & 0o111
+
+
+def test_snippets_match_the_installer():
+    from tc_git.hooks_cli import claude_config, codex_config
+
+    assert json.loads((REPO / "hooks" / "settings-snippet.json").read_text()) == {"hooks": claude_config(["tc-hook"])}
+    assert json.loads((REPO / "hooks" / "codex-hooks.json").read_text()) == {"hooks": codex_config(["tc-hook"])}
+
+
+def test_run_sh_never_fails_without_tc_git(tmp_path):
+    ev = json.dumps({"hook_event_name": "SessionStart", "cwd": str(tmp_path), "source": "startup"})
+    r = subprocess.run(["/bin/sh", str(REPO / "hooks" / "run.sh"), "session-start"], input=ev, text=True,
+                       capture_output=True, env={"PATH": "/nonexistent", "HOME": str(tmp_path)})
+    assert r.returncode == 0 and r.stdout == "" and "install tc-git" in r.stderr
+
+
+def test_run_sh_uses_tc_hook_when_on_path(tmp_path):
+    import sys
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "tc-hook").write_text(f"#!/bin/sh\nexec {sys.executable} -P -m tc_git.hooks \"$@\"\n")
+    (bindir / "tc-hook").chmod(0o755)
+    from tc_git.engine import Engine
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "f").write_text("x")
+    Engine(ws).init("via run.sh")
+    ev = json.dumps({"hook_event_name": "SessionStart", "cwd": str(ws), "source": "startup", "session_id": "s"})
+    r = subprocess.run(["/bin/sh", str(REPO / "hooks" / "run.sh"), "session-start"], input=ev, text=True,
+                       capture_output=True, env=clean_env(PATH=f"{bindir}:/usr/bin:/bin"))
+    assert r.returncode == 0, r.stderr
+    assert "via run.sh" in json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+# ----------------------------------------------------------------------------- the CLI judge
+def test_validate_strict(claude, home):
+    for target in (REPO, REPO / ".claude-plugin" / "plugin.json"):
+        r = run(claude, home, "plugin", "validate", "--strict", str(target))
+        assert r.returncode == 0 and "Validation passed" in r.text, r.text
+
+
+def test_marketplace_add_install_details(claude, home, tmp_path):
+    repo = published_copy(tmp_path / "tc-git")
+    r = run(claude, home, "plugin", "validate", "--strict", str(repo))
+    assert r.returncode == 0, r.text
+    r = run(claude, home, "plugin", "marketplace", "add", str(repo))
+    assert r.returncode == 0 and "tc-git" in r.text, r.text
+    r = run(claude, home, "plugin", "install", "tc-git@tc-git")
+    assert r.returncode == 0 and "Successfully installed" in r.text, r.text
+    r = run(claude, home, "plugin", "list")
+    assert r.returncode == 0 and "tc-git@tc-git" in r.text and "enabled" in r.text, r.text
+    r = run(claude, home, "plugin", "details", "tc-git@tc-git")
+    assert r.returncode == 0, r.text
+    assert re.search(r"Hooks \(4\)\s+SessionStart, PostToolUse, PreCompact, SessionEnd", r.text), r.text
+    assert re.search(r"MCP servers \(1\)\s+tc-git", r.text), r.text
+    if (REPO / "SKILL.md").is_file():
+        assert re.search(r"Skills \(1\)\s+tc-git", r.text), r.text
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    assert settings["enabledPlugins"] == {"tc-git@tc-git": True}
+    installed = json.loads((home / ".claude" / "plugins" / "installed_plugins.json").read_text())
+    path = Path(installed["plugins"]["tc-git@tc-git"][0]["installPath"])
+    assert (path / "hooks" / "hooks.json").is_file() and (path / "hooks" / "run.sh").is_file()
+    r = run(claude, home, "plugin", "uninstall", "tc-git@tc-git")
+    assert r.returncode == 0, r.text
