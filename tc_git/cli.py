@@ -223,7 +223,7 @@ def _load_extensions() -> None:
     """Optional layers add sub-commands; a missing or broken one never breaks the core CLI."""
     import importlib
 
-    for mod in ("tc_git.handoff_cli", "tc_git.trajectory.cli", "tc_git.view_cli", "tc_git.hooks_cli",
+    for mod in ("tc_git.handoff_cli", "tc_git.trajectory_cli", "tc_git.view_cli", "tc_git.hooks_cli",
                 "tc_git.skill_cli"):
         try:
             m = importlib.import_module(mod)
@@ -258,7 +258,10 @@ def main(argv=None) -> int:
         human = getattr(args, "human", None)
         text = human(result) if human else _human(args.cmd, result)
         if text:
-            print(text)
+            try:
+                print(text)
+            except BrokenPipeError:  # `tc ... | head`
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -278,7 +278,8 @@ class Engine:
                     "unchanged": None}
         return handoff.export_after_step(self, tl)
 
-    def capture(self, partial: bool = False) -> dict:
+    def capture(self, partial: bool = False, title: str | None = None, tool_call: dict | None = None) -> dict:
+        """Record unsaved changes as a drift (`tool_call` links it to the agent's tool call)."""
         self._require_store()
         with self.store.lock():
             tl = self._timeline()
@@ -289,7 +290,8 @@ class Engine:
             base = {"partial": bool(partial), "waiting": False, "skipped_paths": self._skipped(snap)}
             if self.repo[head.oid].tree_id == snap.tree:
                 return {"captured": False, "drift_id": None, "reads": 0, "commit": None, **base}
-            oid, drift_id, changed = self._drift(tl, head, snap, partial=partial)
+            extra = {"tool_call": tool_call} if tool_call else {}
+            oid, drift_id, changed = self._drift(tl, head, snap, title=title, partial=partial, **extra)
         return {"captured": True, "drift_id": drift_id, "reads": changed["count"], "commit": str(oid),
                 "files": changed, **base}
 
@@ -346,14 +348,17 @@ class Engine:
             return [], 0
 
     def _latest_milestone(self, task_id: str) -> str | None:
-        try:
-            from .trajectory import milestones
-        except ImportError:
-            return None
-        try:
-            return milestones.latest_for_task(self.repo, task_id)
-        except Exception:  # the trajectory side must never break a resume
-            return None
+        """The newest milestone whose linked code commit is in this task's timeline."""
+        prefix = "refs/checkpoints/milestones/"
+        if not any(r.startswith(prefix) for r in self.repo.references):
+            return None  # keeps resume free of the trajectory import when there are none
+        from . import trajectory as T
+
+        chain = {str(e.oid) for e in Timeline(self.repo, task_id).walk()}
+        for m in reversed(T.list_milestones(self.repo)):
+            if m.code_commit in chain:
+                return f"{m.name}" + (f" ({m.message})" if m.message else "")
+        return None
 
     def _entry_dict(self, tl: Timeline, e: Entry) -> dict:
         r = e.record or tl.record(e.oid)
@@ -501,8 +506,194 @@ class Engine:
         return handoff.pull(self, remote)
 
     # ------------------------------------------------------------------ trajectory layer
-    # (record / milestones / checkout / export_markdown / branch / diff / replay: thin
-    # delegations to tc_git/trajectory/ go here)
+    # Thin delegations to tc_git/trajectory/, plus the links between the two histories: a
+    # milestone notes the code commit of its moment, and the code timeline notes the tip.
+    def _code_head(self) -> str | None:
+        try:
+            return str(self._timeline().head_oid())
+        except (NotFound, BadInput):
+            return None
+
+    def record(self, transcript: str | None = None, steps=None, milestone: str | None = None,
+               agent: str | None = None, session: str | None = None, fmt: str | None = None) -> dict:
+        """Record a transcript file (Claude Code / Codex / JSON steps) or steps given inline.
+
+        Idempotent and incremental. With `milestone`, names the recorded tip and links it to
+        the code as it is now (a drift is captured first if the workspace changed).
+        """
+        from . import trajectory as T
+
+        if (transcript is None) == (steps is None):
+            raise BadInput("pass exactly one of transcript (a file path) or steps (a list of messages)")
+        if transcript is not None:
+            path = Path(os.path.expanduser(str(transcript)))
+            if not path.is_absolute():
+                path = self.root / path
+            if not path.is_file():
+                raise NotFound(f"transcript not found: {path}")
+            tr = T.read_transcript(str(path), fmt=fmt, session_id=session)
+        else:
+            if not isinstance(steps, list) or not steps:
+                raise BadInput("steps must be a non-empty list of {role, content} or tool-call steps")
+            sid = session or self.session or "manual"
+            # a fixed base time keeps ids stable when the same steps are recorded again
+            tr = T.read_steps(steps, session_id=sid, agent=agent or self.agent or "generic",
+                              base_time=float(os.environ.get("TC_STEPS_BASE_TIME", "1700000000")))
+        if agent:
+            tr.agent = agent
+        self.store.create() if not self.store.exists else None
+        with self.store.lock():
+            res = T.record(self.repo, tr)
+            tip = res.branches.get("main") or next(iter(res.branches.values()), None)
+            out = {"session": res.session, "events": res.events, "new_commits": res.new_commits,
+                   "branches": res.branches, "tip": tip, "skipped": res.skipped,
+                   "malformed": res.malformed, "redactions": res.redactions, "milestone": None}
+            if milestone and tip:
+                out["milestone"] = self._milestone_locked(milestone, tip, res.session, "")
+        return out
+
+    def _milestone_locked(self, name: str, event: str, session: str | None, message: str,
+                          force: bool = False) -> dict:
+        from . import trajectory as T
+
+        code = None
+        if self.store.active_task() and Timeline(self.repo, self.store.active_task()).exists():
+            try:
+                self.capture()  # the code of this moment, if it changed since the last commit
+            except TaskClosed:
+                pass
+            code = self._code_head()
+        m = T.set_milestone(self.repo, name, event, session=session, code_commit=code, message=message,
+                            force=force)
+        return {"name": m.name, "event": m.event, "session": m.session, "code_commit": m.code_commit,
+                "message": m.message}
+
+    def milestone(self, name: str, at: str, message: str = "", force: bool = False) -> dict:
+        """Name an event (a session, branch, milestone or event id) and link the code of now."""
+        from . import trajectory as T
+
+        self._require_store()
+        with self.store.lock():
+            ev = T.resolve(self.repo, at)
+            return self._milestone_locked(name, str(ev.id), None, message, force)
+
+    def sessions(self) -> dict:
+        from . import trajectory as T
+
+        if not self.store.exists:
+            return {"sessions": [], "milestones": []}
+        return {
+            "sessions": [{"session": s.session, "branches": s.branches} for s in T.list_sessions(self.repo)],
+            "milestones": [{"name": m.name, "event": m.event, "session": m.session,
+                            "code_commit": m.code_commit, "message": m.message, "created": _now_iso(m.created)}
+                           for m in T.list_milestones(self.repo)],
+        }
+
+    def trajectory_log(self, point: str, limit: int = 50, offset: int = 0, oldest_first: bool = False) -> dict:
+        from . import trajectory as T
+
+        self._require_store()
+        entries, total = T.log(self.repo, point, newest_first=not oldest_first, offset=offset, limit=limit)
+        return {"point": point, "events": entries, "total": total,
+                "next_offset": offset + len(entries) if offset + len(entries) < total else None}
+
+    def checkout(self, point: str, restore_code: bool = False, apply: bool = False, limit: int = 200) -> dict:
+        """The conversation up to a milestone or event; optionally the code of that moment,
+        through the normal previewed, undoable restore."""
+        from . import trajectory as T
+
+        self._require_store()
+        co = T.checkout(self.repo, point)
+        msgs = co.messages
+        out = {"point": point, "event": co.event, "messages": msgs[-limit:], "total": len(msgs),
+               "omitted": max(0, len(msgs) - limit), "code_commit": co.code_commit,
+               "milestones": list(co.milestones), "restore": None}
+        if restore_code:
+            if not co.code_commit:
+                raise NotFound(f"{point} is not linked to a code commit; nothing to restore")
+            out["restore"] = self.restore_commit(co.code_commit, apply=apply)
+        return out
+
+    def restore_commit(self, commit: str, apply: bool = False) -> dict:
+        """Restore to a commit of the active task's timeline, named by its id."""
+        tl = self._timeline()
+        for e in tl.walk():
+            if str(e.oid).startswith(str(commit)):
+                if e.kind == "drift":
+                    return self.restore(drift_id=e.drift, apply=apply)
+                if e.kind == "step":
+                    return self.restore(index=e.step, apply=apply)
+                if e.step:
+                    return self.restore(index=e.step, apply=apply)
+                raise BadInput(f"commit {commit[:12]} is the task's {e.kind} commit; restore to a step or drift")
+        raise NotFound(f"code commit {commit[:12]} is not in the active task {tl.task_id}; "
+                       "switch to the task it belongs to first")
+
+    def export_markdown(self, point: str, out: str | None = None) -> dict:
+        from . import trajectory as T
+
+        self._require_store()
+        text = T.export_markdown(self.repo, point)
+        if out:
+            p = Path(os.path.expanduser(out))
+            p = p if p.is_absolute() else self.root / p
+            if not p.parent.is_dir():
+                raise NotFound(f"directory does not exist: {p.parent}")
+            p.write_text(text, encoding="utf-8")
+            return {"point": point, "path": str(p), "bytes": len(text.encode())}
+        return {"point": point, "markdown": text, "bytes": len(text.encode())}
+
+    def branch(self, name: str, at: str, session: str | None = None) -> dict:
+        from . import trajectory as T
+
+        self._require_store()
+        with self.store.lock():
+            ref = T.branch(self.repo, name, at, session=session)
+        return {"ref": ref, "at": str(self.repo.references[ref].target)}
+
+    def trajectory_diff(self, a: str, b: str, limit: int = 100) -> dict:
+        from . import trajectory as T
+
+        self._require_store()
+        d = T.diff(self.repo, a, b)
+        code = None
+        if d.code_a and d.code_b and d.code_a != d.code_b:
+            diff = self.repo.diff(self.repo[d.code_a].tree, self.repo[d.code_b].tree)
+            code = {"from": d.code_a, "to": d.code_b,
+                    "files": [{"path": x.new_file.path or x.old_file.path, "status": x.status_char()}
+                              for x in diff.deltas][:MAX_LIST],
+                    "stat": diff.stats.format(pygit2.enums.DiffStatsFormat.FULL, 80)}
+        return {"a": d.a, "b": d.b, "base": d.base, "only_a": d.only_a[:limit], "only_b": d.only_b[:limit],
+                "only_a_total": len(d.only_a), "only_b_total": len(d.only_b), "code": code}
+
+    def replay(self, point: str, mode: str = "messages", limit: int = 200) -> dict:
+        """`messages`: the message list to seed a new session; `code`: the code state at each
+        event; `verify`: re-apply the recorded file edits to the first linked code state and
+        compare with the last."""
+        from . import trajectory as T
+
+        self._require_store()
+        if mode == "messages":
+            msgs = T.replay(self.repo, point)
+            return {"point": point, "mode": mode, "messages": msgs[-limit:], "total": len(msgs)}
+        states = T.code_states(self.repo, point)
+        if mode == "code":
+            return {"point": point, "mode": mode, "states": [{"event": ev, "code_commit": c} for ev, c in states][-limit:],
+                    "total": len(states)}
+        if mode != "verify":
+            raise BadInput("mode must be messages, code or verify")
+        linked = [(ev, c) for ev, c in states if c]
+        if len(linked) < 2:
+            raise NotFound(f"{point} needs at least two events linked to code commits to verify edits")
+        base, last = linked[0][1], linked[-1][1]
+        events = T.replay(self.repo, point)
+        first = next(i for i, r in enumerate(events) if r.get("id") == linked[0][0])
+        upto = next(i for i, r in enumerate(events) if r.get("id") == linked[-1][0])
+        v = T.verify_edits(self.repo, events[first + 1:upto + 1], self.repo[base].tree, self.repo[last].tree,
+                           root=str(self.root))
+        return {"point": point, "mode": mode, "ok": v.ok, "applied": v.applied, "skipped": v.skipped,
+                "first_difference": v.path, "reason": v.reason, "base": base, "recorded": last,
+                "differences": list(v.differences)[:limit]}
 
 
 class _nolock:
