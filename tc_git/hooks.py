@@ -232,18 +232,6 @@ def capture_linked(engine, call: dict, title: str) -> dict:
     return {"captured": True, "drift_id": drift_id, "commit": str(oid), "reads": changed["count"]}
 
 
-def _record(engine, transcript: str):
-    """Record a transcript file into the store (idempotent, incremental); the caller holds the lock."""
-    from .trajectory import recorder
-
-    return recorder.record_file(engine.repo, transcript)
-
-
-def _tip(result) -> str | None:
-    b = result.branches or {}
-    return b.get("main") or (next(iter(b.values())) if b else None)
-
-
 # ------------------------------------------------------------------------------- events
 def on_session_start(event: dict, place: Place, agent: str) -> dict | None:
     e = _engine(place, agent, event.get("session_id"))
@@ -279,23 +267,16 @@ def on_pre_compact(event: dict, place: Place, agent: str) -> dict | None:
     if not tp or not os.path.isfile(tp):
         log(place.store, f"PreCompact: no transcript at {tp!r}; no milestone")
         return None
-    from .trajectory import milestones
-    from .trajectory.recorder import session_name
+    from .trajectory import MILESTONES_PREFIX, session_name
 
-    with e.store.lock():
-        res = _record(e, tp)
-        tip = _tip(res)
-        if not tip:
-            log(place.store, f"PreCompact: {tp} has no events yet; no milestone")
-            return None
-        safe = session_name("x", session or res.session)[2:]
-        prefix = f"precompact-{safe}-"
-        n = 1 + sum(1 for r in e.repo.references if r.startswith(milestones.MILESTONES_PREFIX + prefix))
-        code = str(e._timeline().head_oid())
-        m = milestones.set_milestone(e.repo, f"{prefix}{n}", tip, session=res.session, code_commit=code,
-                                     message=f"before {event.get('trigger') or 'a'} compaction")
-    log(place.store, f"PreCompact: recorded {res.session} ({res.events} events, {res.new_commits} new); "
-                     f"milestone {m.name} at {tip[:10]}")
+    safe = session_name("x", session or "unknown")[2:]
+    prefix = f"precompact-{safe}-"
+    n = 1 + sum(1 for r in e.repo.references if r.startswith(MILESTONES_PREFIX + prefix))
+    # Engine.record: idempotent, incremental; names the recorded tip and links the code of now
+    res = e.record(transcript=tp, milestone=f"{prefix}{n}")
+    m = res.get("milestone")
+    log(place.store, f"PreCompact: recorded {res['session']} ({res['events']} events, {res['new_commits']} new); "
+                     + (f"milestone {m['name']} at {m['event'][:10]}" if m else "no events yet, no milestone"))
     return None
 
 
@@ -350,7 +331,7 @@ def worker(payload: dict) -> int:
         if not tp or not os.path.isfile(tp):
             log(store, f"worker: no transcript at {tp!r}")
             return 0
-        from .trajectory import milestones
+        from .trajectory import event_note, link_code
 
         size, rounds = -1, 0
         while rounds < 5:
@@ -358,13 +339,14 @@ def worker(payload: dict) -> int:
             if st.st_size == size:
                 break
             size = st.st_size
-            with e.store.lock():
-                res = _record(e, tp)
-                tip = _tip(res)
-                if tip and not milestones.event_note(e.repo, tip).get("code_commit"):
-                    milestones.link_code(e.repo, tip, str(e._timeline().head_oid()))
-            log(store, f"worker: recorded {res.session}: {res.events} events, {res.new_commits} new, "
-                       f"{len(res.branches)} branches")
+            res = e.record(transcript=tp)
+            tip = res["tip"]
+            if tip:
+                with e.store.lock():  # the session's tip shows the code of its end
+                    if not event_note(e.repo, tip).get("code_commit"):
+                        link_code(e.repo, tip, str(e._timeline().head_oid()))
+            log(store, f"worker: recorded {res['session']}: {res['events']} events, {res['new_commits']} new, "
+                       f"{len(res['branches'])} branches")
             rounds += 1
             time.sleep(float(os.environ.get("TC_HOOK_REGROW", "1.0")))
     except Exception as exc:
