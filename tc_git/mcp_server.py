@@ -211,12 +211,23 @@ class CompressResult(_Out):
 
 
 class ExportResult(_Out):
-    task_id: str | None = None
-    path: str | None = None
+    task_id: str
+    path: str = Field(description="the bundle written")
+    handoff: str | None = Field(None, description="HANDOFF.md written next to it")
+    incremental: bool = False
 
 
 class ImportResult(_Out):
-    task_id: str | None = None
+    task_id: str
+    restore: dict[str, Any] | None = Field(None, description="the restore of the workspace to the imported "
+                                                            "head (a preview unless apply=true)")
+
+
+RESULT_MODELS: dict[str, type[_Out]] = {
+    "tc_init": InitResult, "tc_save": SaveResult, "tc_resume": ResumeResult, "tc_show": ShowResult,
+    "tc_restore": RestoreResult, "tc_capture": CaptureResult, "tc_switch": SwitchResult,
+    "tc_export": ExportResult, "tc_import": ImportResult, "tc_compress": CompressResult,
+}
 
 
 # ------------------------------------------------------------------------------- logging
@@ -361,7 +372,18 @@ class Runner:
         eng = holder["engine"]
         if log_call:
             _store_log(eng.store.path, f"{tool} ok {time.perf_counter() - t0:.3f}s")
-        return result
+        return _success(tool, result)
+
+
+def _success(tool: str, result) -> CallToolResult:
+    """Structured content = the engine's dict as the declared model reads it (no added nulls);
+    the text block is the same object as compact JSON."""
+    model = RESULT_MODELS[tool]
+    if not isinstance(result, dict):  # export/import of another layer may return other shapes
+        result = {"result": result}
+    data = model.model_validate(result).model_dump(mode="json", exclude_unset=True)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
 class _NotInBuild(Exception):
@@ -557,22 +579,28 @@ def build_server(watch: bool | None = None) -> TcServer:
     @mcp.tool(annotations=_ann("Export a handoff"))
     async def tc_export(
         ctx: Context,
-        to: Annotated[str, Field(description="existing directory to write the package into")],
+        to: Annotated[str, Field(description="existing directory (or .bundle path) to write into")],
         root: Root = None,
         task_id: Annotated[str | None, Field(description="default: the active task")] = None,
+        since: Annotated[str | None, Field(description="an earlier bundle: write only what it lacks")] = None,
     ) -> ExportResult:
-        """Write the task (history, notes, HANDOFF.md) as a git bundle package into `to`, for another
-        workspace, machine or person (tc_import there)."""
-        return await run(ctx, "tc_export", root, "export", to, task_id=task_id)
+        """Write the task with its whole history as a git bundle plus HANDOFF.md into `to` (unsaved
+        work is captured first). Continue elsewhere with tc_import, or plain `git fetch <bundle>`."""
+        return await run(ctx, "tc_export", root, "export", to, since=since, task_id=task_id)
 
     @mcp.tool(annotations=_ann("Import a handoff", destructive=True))
     async def tc_import(
         ctx: Context,
-        package: Annotated[str, Field(description="path of a package made by tc_export")],
+        package: Annotated[str, Field(description="a .bundle from tc_export (or a seed handoff directory)")],
         root: Root = None,
+        rename: Annotated[str | None, Field(description="import under this task id")] = None,
+        merge: Annotated[bool, Field(description="add to an existing task of the same id")] = False,
+        apply: Annotated[bool, Field(description="false: preview the files the import would write; "
+                                                 "true: write them (undoable like tc_restore)")] = False,
     ) -> ImportResult:
-        """Import a task exported by tc_export into this workspace's store and make it active."""
-        return await run(ctx, "tc_import", root, "import_", package)
+        """Import a task exported by tc_export into this workspace's store and make it active. Files
+        follow as a restore: previewed unless apply=true."""
+        return await run(ctx, "tc_import", root, "import_", package, rename=rename, merge=merge, apply=apply)
 
     @mcp.tool(annotations=_ann("Compress drifts", destructive=True, idempotent=True))
     async def tc_compress(

@@ -1,0 +1,413 @@
+"""tc-mcp through the SDK's in-memory client: schemas, annotations, errors, roots, progress.
+
+Real engine, real SDK, real stores in tmp dirs; no mocks. The stdio end-to-end run is in
+test_mcp_stdio.py, the drift watcher in test_watch.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import anyio
+import jsonschema
+import pytest
+from mcp import Client
+from mcp.types import ListRootsResult, Root
+
+from tc_git.mcp_server import build_server
+from tc_git.store import Store
+
+from conftest import tree_state, write
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
+              pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")]
+
+TOOLS = ["tc_init", "tc_save", "tc_resume", "tc_show", "tc_restore", "tc_capture", "tc_switch",
+         "tc_export", "tc_import", "tc_compress"]
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    for k in list(os.environ):
+        if k.startswith(("TC_", "GIT_")):
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("TC_GIT", "off")
+
+
+@pytest.fixture
+def server():
+    s = build_server(watch=False)
+    yield s
+
+
+def client(server, **kw):
+    """The in-memory client in legacy mode: the same stream loop (and ping) as over stdio."""
+    return Client(server, mode="legacy", **kw)
+
+
+def ok(r):
+    assert not r.is_error, r.content[0].text if r.content else r
+    return r.structured_content
+
+
+def err(r, code=None):
+    assert r.is_error, r.structured_content
+    body = json.loads(r.content[0].text)
+    assert body["isError"] is True and body["error"]
+    assert "Traceback" not in body["error"]
+    if code:
+        assert body["code"] == code, body
+    return body
+
+
+def is_compress_bug(r) -> bool:
+    """Engine bug, reported: tc_git/compress.py uses PackBuilder.name and Repository.remove_note,
+    neither of which exists in pygit2 1.21, so every compress fails. The server's part (a short
+    isError naming the cause, server still answering) is right; these checks turn real once
+    compress is fixed."""
+    return bool(r.is_error and any(s in r.content[0].text for s in ("PackBuilder", "remove_note")))
+
+
+def xfail_if_compress_bug(r):  # outside `async with client`: a task group would wrap the outcome
+    if is_compress_bug(r):
+        pytest.xfail("engine bug in tc_git/compress.py (PackBuilder.name / Repository.remove_note)")
+
+
+async def call(c, tool, /, **args):
+    return await c.call_tool(tool, args)
+
+
+# ------------------------------------------------------------------------------- listing
+async def test_tools_list_names_annotations_schemas(server):
+    async with client(server) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        assert list(tools) == TOOLS
+        for t in tools.values():
+            assert t.output_schema and t.output_schema["type"] == "object", t.name
+            jsonschema.Draft202012Validator.check_schema(t.output_schema)
+            jsonschema.Draft202012Validator.check_schema(t.input_schema)
+            assert "root" in t.input_schema["properties"] and "root" not in t.input_schema.get("required", [])
+            a = t.annotations
+            assert a.open_world_hint is False and a.title
+            assert len(t.description) < 400, t.name
+        assert tools["tc_resume"].annotations.read_only_hint and tools["tc_show"].annotations.read_only_hint
+        assert tools["tc_restore"].annotations.destructive_hint is True
+        assert tools["tc_save"].annotations.read_only_hint is False
+        assert tools["tc_save"].annotations.destructive_hint is False
+        assert tools["tc_capture"].annotations.idempotent_hint is True
+        # the seed's parameters, same names
+        want = {"tc_init": {"root", "name", "goal", "constraints", "store", "exclude"},
+                "tc_save": {"root", "title", "task_id", "description", "conclusion", "verified",
+                            "open_questions", "next", "close", "paths"},
+                "tc_show": {"root", "task_id", "index", "include_drift", "limit", "cursor"},
+                "tc_restore": {"root", "index", "drift_id", "apply"},
+                "tc_capture": {"root"}, "tc_switch": {"root", "task_id"},
+                "tc_export": {"root", "to"}, "tc_import": {"root", "package"},
+                "tc_compress": {"root", "keep_seconds", "minimum", "maximum"},
+                "tc_resume": {"root", "task_id"}}
+        for name, params in want.items():
+            assert params <= set(tools[name].input_schema["properties"]), name
+        assert tools["tc_show"].input_schema["properties"]["limit"]["maximum"] == 200
+        # small: no pydantic auto-titles
+        raw = json.dumps([t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools.values()])
+        assert '"title": "Root"' not in raw
+        assert len(raw) < 20000, len(raw)
+        assert await c.send_ping() is not None
+
+
+# ------------------------------------------------------------------------------- every tool vs its schema
+async def test_every_result_matches_output_schema(server, ws, tmp_path):
+    async with client(server) as c:
+        schemas = {t.name: t.output_schema for t in (await c.list_tools()).tools}
+        seen = set()
+
+        def check(name, r):
+            sc = ok(r)
+            jsonschema.validate(sc, schemas[name])
+            assert json.loads(r.content[0].text) == sc
+            seen.add(name)
+            return sc
+
+        root = str(ws)
+        init = check("tc_init", await call(c, "tc_init", root=root, name="demo", goal="g", exclude=["logs/"]))
+        write(ws, "a.txt", "one")
+        write(ws, "logs/x.log", "ignored")
+        s1 = check("tc_save", await call(c, "tc_save", root=root, title="first", conclusion="c1", next="n1",
+                                         verified=["pytest"], open_questions=["q?"]))
+        assert s1["index"] == 1 and s1["task_id"] == init["task_id"]
+        write(ws, "a.txt", "two")
+        cap = check("tc_capture", await call(c, "tc_capture", root=root))
+        assert cap["captured"] and cap["drift_id"] == "d0001"
+        again = check("tc_capture", await call(c, "tc_capture", root=root))
+        assert again["captured"] is False
+        res = check("tc_resume", await call(c, "tc_resume", root=root))
+        assert res["next"] == "n1" and len(res["handoff"].encode()) < 2048
+        assert check("tc_resume", await call(c, "tc_resume", root=root, lang="zh"))["handoff"]
+        sh = check("tc_show", await call(c, "tc_show", root=root, include_drift=True))
+        assert [s["index"] for s in sh["steps"]] == [1]
+        check("tc_show", await call(c, "tc_show", root=root, index=1))
+        pv = check("tc_restore", await call(c, "tc_restore", root=root, index=1))
+        assert pv["applied"] is False and pv["plan"]["to_replace"] == ["a.txt"]
+        ap = check("tc_restore", await call(c, "tc_restore", root=root, index=1, apply=True))
+        assert ap["applied"] and ap["recovered"]
+        assert (ws / "a.txt").read_text() == "one"
+        second = check("tc_init", await call(c, "tc_init", root=root, name="other"))
+        assert second["prev_suspended"] == init["task_id"]
+        check("tc_switch", await call(c, "tc_switch", root=root, task_id=init["task_id"]))
+        out = tmp_path / "out"
+        out.mkdir()
+        r = await call(c, "tc_export", root=root, to=str(out))
+        if r.is_error:  # the handoff layer is another issue; until then a clean error, no package
+            assert err(r)["code"] == "unavailable" and not any(out.iterdir())
+        else:
+            ex = check("tc_export", r)
+            ws2 = tmp_path / "ws2"
+            ws2.mkdir()
+            im = check("tc_import", await call(c, "tc_import", root=str(ws2), package=ex["path"]))
+            assert im["task_id"] == init["task_id"] and not (ws2 / "a.txt").exists()  # preview only
+            im = check("tc_import", await call(c, "tc_import", root=str(ws2), package=ex["path"], merge=True,
+                                               apply=True))
+            assert (ws2 / "a.txt").read_text() == "one"
+        assert seen >= set(TOOLS) - {"tc_compress"}
+        r = await call(c, "tc_compress", root=root)
+        if not is_compress_bug(r):
+            comp = check("tc_compress", r)
+            assert comp["converted"] == 0 and comp["maximum"] == 50
+    xfail_if_compress_bug(r)
+
+
+# ------------------------------------------------------------------------------- bad input
+async def test_bad_inputs_are_tool_errors_and_server_keeps_answering(server, ws, tmp_path):
+    afile = tmp_path / "file.txt"
+    afile.write_text("x")
+    async with client(server) as c:
+        root = str(ws)
+        cases = [
+            (("tc_init", dict(root=root, name="x", exclude=["../up"])), "bad_input"),
+            (("tc_init", dict(root=root, name="x", exclude=["!keep"])), "bad_input"),
+            (("tc_init", dict(root=str(tmp_path / "missing"), name="x")), "unsafe_root"),
+            (("tc_init", dict(root=str(afile), name="x")), "unsafe_root"),
+            (("tc_init", dict(root="/", name="x")), "unsafe_root"),
+            (("tc_init", dict(root=root, name="   ")), "bad_input"),
+            (("tc_save", dict(root=root, title="t")), "not_found"),  # no store yet
+            (("tc_resume", dict(root=root)), "not_found"),
+            (("tc_init", dict(root=root)), "bad_input"),  # name missing (schema)
+            (("tc_show", dict(root=root, limit=0)), "bad_input"),
+            (("tc_show", dict(root=root, limit="many")), "bad_input"),
+            (("tc_save", dict(root=root, title="t", colour="red")), "bad_input"),  # unknown argument
+            (("tc_nope", dict(root=root)), "bad_input"),
+        ]
+        for (name, args), code in cases:
+            body = err(await call(c, name, **args), code)
+            assert len(body["error"]) < 400
+            await c.send_ping()
+        # nothing was created for the bogus roots
+        assert not (tmp_path / "missing").exists()
+        assert not (ws / ".checkpoints").exists()
+
+        ok(await call(c, "tc_init", root=root, name="task"))
+        write(ws, "f", "1")
+        ok(await call(c, "tc_save", root=root, title="one"))
+        for args, code in [
+            (dict(index=1, drift_id="d0001"), "bad_input"),
+            (dict(), "bad_input"),
+            (dict(index=99), "not_found"),
+            (dict(drift_id="d0042"), "not_found"),
+            (dict(drift_id="zz"), "bad_input"),
+        ]:
+            err(await call(c, "tc_restore", root=root, **args), code)
+        err(await call(c, "tc_show", root=root, index=7), "not_found")
+        err(await call(c, "tc_switch", root=root, task_id="t123"), "not_found")
+        err(await call(c, "tc_switch", root=root, task_id="../evil"), "bad_input")
+        err(await call(c, "tc_save", root=root, title="x", paths=["f"]), "bad_input")
+        err(await call(c, "tc_compress", root=root, maximum=0), "bad_input")
+        # closed task: save/capture/apply refused, read side still works
+        ok(await call(c, "tc_save", root=root, title="last", close=True))
+        err(await call(c, "tc_save", root=root, title="more"), "task_closed")
+        err(await call(c, "tc_capture", root=root), "task_closed")
+        write(ws, "f", "2")
+        err(await call(c, "tc_restore", root=root, index=1, apply=True), "task_closed")
+        assert (ws / "f").read_text() == "2"
+        ok(await call(c, "tc_restore", root=root, index=1))
+        assert ok(await call(c, "tc_resume", root=root))["status"] == "closed"
+        await c.send_ping()
+
+
+async def test_store_busy_is_a_tool_error(server, ws, monkeypatch):
+    monkeypatch.setenv("TC_LOCK_TIMEOUT", "1")
+    async with client(server) as c:
+        root = str(ws)
+        ok(await call(c, "tc_init", root=root, name="t"))
+        held, release = threading.Event(), threading.Event()
+
+        def hold():
+            with Store(ws / ".checkpoints", ws).lock():
+                held.set()
+                release.wait(10)
+
+        th = threading.Thread(target=hold)
+        th.start()
+        try:
+            held.wait(5)
+            t0 = time.monotonic()
+            body = err(await call(c, "tc_save", root=root, title="blocked"), "store_busy")
+            assert "busy" in body["error"] and time.monotonic() - t0 < 5
+            await c.send_ping()
+        finally:
+            release.set()
+            th.join()
+        assert ok(await call(c, "tc_save", root=root, title="now"))["index"] == 1
+
+
+async def test_server_answers_while_a_call_waits(server, ws, monkeypatch):
+    """Engine calls run in worker threads: a call stuck on the lock does not block ping or reads."""
+    monkeypatch.setenv("TC_LOCK_TIMEOUT", "5")
+    async with client(server) as c:
+        root = str(ws)
+        ok(await call(c, "tc_init", root=root, name="t"))
+        write(ws, "f", "1")
+        ok(await call(c, "tc_save", root=root, title="one"))
+        held, release = threading.Event(), threading.Event()
+
+        def hold():
+            with Store(ws / ".checkpoints", ws).lock():
+                held.set()
+                release.wait(10)
+
+        th = threading.Thread(target=hold)
+        th.start()
+        held.wait(5)
+        results = {}
+        try:
+            async with anyio.create_task_group() as tg:
+                async def blocked():
+                    results["save"] = await call(c, "tc_save", root=root, title="two")
+
+                tg.start_soon(blocked)
+                await anyio.sleep(0.3)
+                t0 = time.monotonic()
+                await c.send_ping()
+                r = await call(c, "tc_show", root=root)  # read side takes no lock
+                results["show_latency"] = time.monotonic() - t0
+                assert ok(r)["head"] == 1
+                assert "save" not in results  # still waiting for the lock
+                release.set()
+        finally:
+            release.set()
+            th.join()
+        assert results["show_latency"] < 2
+        assert ok(results["save"])["index"] == 2
+
+
+async def test_unexpected_exception_is_short_error_with_log(server, ws):
+    """A non-TcError from the engine (here: a store whose objects dir is unreadable) -> short isError."""
+    async with client(server) as c:
+        root = str(ws)
+        ok(await call(c, "tc_init", root=root, name="t"))
+        objects = ws / ".checkpoints" / "objects"
+        os.rename(objects, ws / ".checkpoints" / "objects.off")
+        (ws / ".checkpoints" / "objects").write_text("not a directory")
+        try:
+            r = await call(c, "tc_save", root=root, title="x")
+            body = err(r)
+            assert "Traceback" not in body["error"] and len(body["error"]) < 500
+            await c.send_ping()
+        finally:
+            (ws / ".checkpoints" / "objects").unlink()
+            os.rename(ws / ".checkpoints" / "objects.off", objects)
+        ok(await call(c, "tc_save", root=root, title="x"))
+        log = (ws / ".checkpoints" / "tc" / "server.log").read_text()
+        assert "tc_save" in log
+
+
+# ------------------------------------------------------------------------------- roots, progress
+async def test_root_from_client_roots(server, ws, tmp_path):
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+
+    async def list_roots(_ctx):
+        return ListRootsResult(roots=[Root(uri=other.as_uri(), name="other"), Root(uri=ws.as_uri(), name="ws")])
+
+    async with client(server, list_roots_callback=list_roots) as c:
+        init = ok(await call(c, "tc_init", name="via roots"))
+        assert Path(init["store"]) == other / ".checkpoints"
+        write(other, "x.txt", "hello")
+        assert ok(await call(c, "tc_save", title="s"))["index"] == 1
+        assert ok(await call(c, "tc_resume"))["name"] == "via roots"
+
+
+async def test_root_defaults_to_cwd(server, ws, monkeypatch):
+    monkeypatch.chdir(ws)
+    async with client(server) as c:
+        init = ok(await call(c, "tc_init", name="cwd"))
+        assert Path(init["store"]) == ws / ".checkpoints"
+
+
+async def test_progress_notifications(server, ws):
+    for i in range(700):  # the engine reports every 256 changed paths
+        write(ws, f"d{i % 30}/f{i}.txt", f"{i}\n")
+    seen = []
+
+    async def on_progress(p, total, msg):
+        seen.append((p, total, msg))
+
+    async with client(server) as c:
+        ok(await call(c, "tc_init", root=str(ws), name="big"))
+        r = await c.call_tool("tc_save", {"root": str(ws), "title": "first"}, progress_callback=on_progress)
+        assert ok(r)["index"] == 1
+        assert seen and all(isinstance(p, float) for p, _t, _m in seen)
+        before = tree_state(ws)
+        for i in range(0, 700, 2):
+            (ws / f"d{i % 30}/f{i}.txt").unlink()
+        ok(await call(c, "tc_restore", root=str(ws), index=1, apply=True))
+        assert tree_state(ws) == before
+
+
+async def test_handoff_stays_small_on_many_changes(server, ws):
+    async with client(server) as c:
+        ok(await call(c, "tc_init", root=str(ws), name="n" * 500, goal="g" * 5000, constraints="c" * 5000))
+        ok(await call(c, "tc_save", root=str(ws), title="t" * 1000, conclusion="x" * 9000, next="y" * 9000,
+                      open_questions=["q" * 500] * 20))
+        for i in range(800):
+            write(ws, f"p/{i:04d}-{'z' * 60}.txt", "x")
+        r = await call(c, "tc_resume", root=str(ws))
+        res = ok(r)
+        assert len(res["handoff"].encode()) < 2048
+        assert res["drift_total"] == 800 and len(res["drift_paths"]) <= 200
+        assert len(r.content[0].text.encode()) < 64 * 1024
+
+
+async def test_modern_protocol_in_process(server, ws, monkeypatch):
+    """The default (2026-07-28, per-request) in-process path: tools work; no roots -> cwd."""
+    monkeypatch.chdir(ws)
+    async with Client(server) as c:
+        assert [t.name for t in (await c.list_tools()).tools] == TOOLS
+        ok(await call(c, "tc_init", name="modern"))
+        write(ws, "f", "x")
+        assert ok(await call(c, "tc_save", title="s"))["index"] == 1
+        err(await call(c, "tc_restore", index=1, drift_id="d0001"), "bad_input")
+        assert ok(await call(c, "tc_resume"))["name"] == "modern"
+
+
+async def test_compress_drops_old_drifts(server, ws):
+    async with client(server) as c:
+        root = str(ws)
+        ok(await call(c, "tc_init", root=root, name="t"))
+        write(ws, "f", "0")
+        ok(await call(c, "tc_save", root=root, title="s"))
+        for i in range(4):
+            write(ws, "f", f"v{i}")
+            assert ok(await call(c, "tc_capture", root=root))["captured"]
+        r = await call(c, "tc_compress", root=root, keep_seconds=0, minimum=0, maximum=1)
+        if not is_compress_bug(r):
+            assert ok(r)["converted"] == 3
+            assert len(ok(await call(c, "tc_show", root=root, include_drift=True))["drifts"]) < 6
+    xfail_if_compress_bug(r)
