@@ -333,7 +333,9 @@ def test_tampered_bundles_are_refused_with_nothing_written(world, tmp_path):
 
 
 def test_seed_handoff_directory_is_migrated(tmp_path):
-    import tc as seed  # task-checkpoint-mcp 0.1.7
+    seed = pytest.importorskip("tc")  # task-checkpoint-mcp 0.1.7
+    if not hasattr(seed, "TaskCheckpoint"):
+        pytest.skip("task-checkpoint-mcp is not installed")
 
     src = tmp_path / "seedws"
     src.mkdir()
@@ -451,3 +453,35 @@ def test_push_pull_through_git_daemon_and_server_rejection(world, tmp_path):
     finally:
         d.terminate()
         d.wait(timeout=10)
+
+
+# ----------------------------------------------------------------------------- trajectory links
+def test_linked_session_and_milestone_travel_with_the_task(world, tmp_path):
+    import pygit2
+
+    from tc_git.trajectory import milestones
+
+    repo, a, tid = world
+    r = a.repo
+    sig = pygit2.Signature("tc-git", "tc-git@localhost", 1700000000, 0)
+    tb = r.TreeBuilder()
+    tb.insert("event.json", r.create_blob(b'{"kind": "user", "text": "hi"}'), pygit2.enums.FileMode.BLOB)
+    ev = r.create_commit(None, sig, sig, "user: hi\n", tb.write(), [])
+    r.references.create("refs/checkpoints/sessions/claude-s1/main", ev)
+    unrelated = r.create_commit(None, sig, sig, "unrelated\n", r.TreeBuilder().write(), [])
+    r.references.create("refs/checkpoints/sessions/other-s9/main", unrelated)
+    head = r.references[f"refs/checkpoints/tasks/{tid}/head"].target
+    milestones.set_milestone(r, "tests-green", str(ev), session="claude-s1", code_commit=str(head))
+    write(repo, "more.py", "m = 1\n")
+    s = a.save("after milestone")
+    assert s["git"]["ok"] and s["git"]["unchanged"]
+    assert g("rev-parse", "refs/checkpoints/milestones/tests-green", cwd=repo).strip() == str(ev)
+    x = a.export(tmp_path / "m.bundle")
+    assert "refs/checkpoints/milestones/tests-green" in x["refs"]
+    assert "refs/checkpoints/sessions/claude-s1/main" in x["refs"]
+    assert "refs/checkpoints/sessions/other-s9/main" not in x["refs"]
+    wb = tmp_path / "B"
+    wb.mkdir()
+    b = Engine(wb)
+    b.import_(x["path"])
+    assert milestones.get_milestone(b.repo, "tests-green").code_commit == str(head)
