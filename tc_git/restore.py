@@ -15,7 +15,7 @@ import stat as stat_mod
 from dataclasses import dataclass, field
 
 import pygit2
-from pygit2.enums import DeltaStatus, FileMode
+from pygit2.enums import DeltaStatus, DiffOption, FileMode
 
 GITLINK = FileMode.COMMIT
 
@@ -49,14 +49,19 @@ def make_plan(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, le
     root = repo.workdir
     plan = Plan()
     left = set(left_paths)
-    for d in repo.diff(pre, target).deltas:
+    # TYPECHANGE: a file that became a link (or back) is one replacement, not a delete + add
+    for d in repo.diff(pre, target, flags=DiffOption.INCLUDE_TYPECHANGE).deltas:
         old, new = d.old_file, d.new_file
         if GITLINK in (old.mode, new.mode):
             continue  # nested repositories are never touched
         if d.status == DeltaStatus.DELETED:
             plan.to_delete.append(old.path)
         elif d.status == DeltaStatus.ADDED:
-            if new.path in left or os.path.lexists(os.path.join(root, new.path)):
+            if new.path in pre:
+                # on disk as a captured directory (file <-> directory swap): the plan deletes
+                # its files first, then writes this one
+                plan.to_replace.append((new.path, new.id, new.mode))
+            elif new.path in left or os.path.lexists(os.path.join(root, new.path)):
                 plan.unrestorable.append({"path": new.path, "reason": "present in the workspace but not captured "
                                           "(ignored, sensitive or too large): left as it is"})
             else:
