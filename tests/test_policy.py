@@ -1,0 +1,184 @@
+"""What a snapshot captures: credentials never become objects; excludes; the size cap."""
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from conftest import git, write
+from tc_git.engine import Engine
+
+pytestmark = pytest.mark.usefixtures("fsck_after")
+
+AWS = "AKIAIOSFODNN7EXAMPLQ"
+GHP = "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dF3hJ5"
+PEM_BODY = "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw7onLRnrq0"
+PEM = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----\n"
+PASSWORD = "Xk9#vQ2$mL7pW4zR"
+SECRETS = {  # path -> (content, the marker that must appear in no object)
+    "notes.txt": (f"meeting notes\naws key {AWS} for the bucket\n", AWS),
+    "data/blob.bin": (b"\x00\x01binary\x00" + PEM.encode() + b"\x00tail", PEM_BODY),
+    "src/config.py": (f"GITHUB = '{GHP}'\n", GHP),
+    ".env": ("DB_URL=postgres://u:hunter2hunter2@db/x\nPLAIN_ENV_MARKER=zz\n", "PLAIN_ENV_MARKER"),
+    "id_rsa": (PEM.replace("RSA PRIVATE", "OPENSSH PRIVATE"), PEM_BODY),
+    "config.yaml": (f"db:\n  host: localhost\n  password: {PASSWORD}\n", PASSWORD),
+}
+INNOCENT = {
+    "tokenizer/vocab.json": '{"hello": 1, "world": 2}\n',
+    "settings.py": "DEBUG = True\nSECRET_KEY = os.environ['SECRET_KEY']\n",
+    "firebase_app.py": "import firebase_admin\napp = firebase_admin.initialize_app()\n",
+    "src/app.py": "print('hi')\n",
+}
+
+
+def all_objects(store) -> bytes:
+    return git(store, "cat-file", "--batch-all-objects", "--batch")
+
+
+def _marker_bytes(m) -> bytes:
+    return m if isinstance(m, bytes) else m.encode()
+
+
+def test_planted_credentials_never_become_objects(ws):
+    for p, (content, _m) in SECRETS.items():
+        write(ws, p, content)
+    for p, content in INNOCENT.items():
+        write(ws, p, content)
+    e = Engine(ws)
+    e.init("secrets")
+    r = e.save("with secrets")
+    skipped = "\n".join(r["skipped_paths"])
+    for p in SECRETS:
+        assert p in skipped, (p, r["skipped_paths"])
+    # the reason is reported: by name or by content
+    assert any(s.startswith("secret: notes.txt") and "aws access key" in s for s in r["skipped_paths"])
+    assert any(s.startswith("sensitive: .env") for s in r["skipped_paths"])
+    # capture and a restore round trip too
+    write(ws, "src/app.py", "print('changed')\n")
+    e.capture()
+    e.restore(1, apply=True)
+    blob = all_objects(e.store.path)
+    for p, (_c, marker) in SECRETS.items():
+        assert _marker_bytes(marker) not in blob, f"{p}: credential found in the store"
+    # the innocently named look-alikes are stored
+    tree = git(e.store.path, "ls-tree", "-r", "--name-only", r["commit"]).decode().split("\n")
+    for p in INNOCENT:
+        assert p in tree, p
+    for p in SECRETS:
+        assert p not in tree, p
+    # the restore left the credential files alone
+    for p, (content, _m) in SECRETS.items():
+        assert (ws / p).read_bytes() == _marker_bytes(content)
+
+
+def test_file_that_gains_a_secret_leaves_the_tree(ws):
+    write(ws, "app.cfg", "name = demo\n")
+    write(ws, "other.txt", "x\n")
+    e = Engine(ws)
+    e.init("gains a secret")
+    s1 = e.save("clean")
+    assert "app.cfg" in git(e.store.path, "ls-tree", "--name-only", s1["commit"]).decode().split()
+    write(ws, "app.cfg", f"name = demo\napi_key = {GHP}\n")
+    s2 = e.save("dirty")
+    assert "app.cfg" not in git(e.store.path, "ls-tree", "--name-only", s2["commit"]).decode().split()
+    assert any("app.cfg" in s for s in s2["skipped_paths"])
+    assert GHP.encode() not in all_objects(e.store.path)
+    # a capture and a resume do not store it either, and resume does not list it as unsaved
+    write(ws, "other.txt", "y\n")
+    e.capture()
+    assert "app.cfg" not in e.resume()["drift_paths"]
+    assert GHP.encode() not in all_objects(e.store.path)
+    # restoring the clean step does not overwrite the secret-bearing file (it was not captured)
+    r = e.restore(1, apply=True)
+    assert any(u["path"] == "app.cfg" for u in r["plan"]["unrestorable"])
+    assert GHP in (ws / "app.cfg").read_text()
+
+
+def test_secret_in_user_git_repo_workspace(ws):
+    """A workspace that is a git repo: the scan is independent of what the user tracks."""
+    write(ws, "deploy.sh", f"export AWS_ACCESS_KEY_ID={AWS}\n")
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    e = Engine(ws)
+    e.init("repo")
+    e.save("s")
+    assert AWS.encode() not in all_objects(e.store.path)
+
+
+def test_exclude_patterns_single_segment_and_with_slash(ws):
+    for p in ("data/big.csv", "src/data/keep.py", "logs/a.log", "logs/keep.txt", "src/logs/x.log",
+              "tmp/x", "src/tmp/y", "main.py"):
+        write(ws, p, p)
+    e = Engine(ws)
+    init = e.init("excludes", exclude=["tmp", "logs/*.log", "/data/"])
+    assert init["exclude"] == ["tmp", "logs/*.log", "/data/"]
+    r = e.save("s")
+    names = set(git(e.store.path, "ls-tree", "-r", "--name-only", r["commit"]).decode().split())
+    assert names == {"src/data/keep.py", "logs/keep.txt", "src/logs/x.log", "main.py"}
+    # excluded files are never touched by a restore either
+    write(ws, "main.py", "changed")
+    write(ws, "tmp/x", "tmp changed")
+    e.restore(1, apply=True)
+    assert (ws / "main.py").read_text() == "main.py" and (ws / "tmp/x").read_text() == "tmp changed"
+
+
+@pytest.mark.parametrize("bad", ["../x", "a/../b", "~/x", "!keep", "", "a\nb", "C:\\x"])
+def test_bad_exclude_patterns_are_refused(ws, bad):
+    from tc_git.errors import BadInput
+
+    with pytest.raises(BadInput):
+        Engine(ws).init("t", exclude=[bad])
+    assert not (ws / ".checkpoints").exists()
+
+
+def test_large_file_cap_hashes_not_stores(ws, monkeypatch):
+    monkeypatch.setenv("TC_MAX_FILE_BYTES", "1000")
+    big = os.urandom(5000)
+    write(ws, "big.bin", big)
+    write(ws, "small.txt", "small")
+    e = Engine(ws)
+    e.init("large")
+    r = e.save("s")
+    assert any(s.startswith("large: big.bin") for s in r["skipped_paths"])
+    names = git(e.store.path, "ls-tree", "-r", "--name-only", r["commit"]).decode().split()
+    assert names == ["small.txt"]
+    assert big[:64] not in all_objects(e.store.path)
+    note = e.show(index=1)  # metadata in the note: size and sha256
+    import hashlib
+    import json
+
+    rec = json.loads(git(e.store.path, "notes", "--ref=checkpoints", "show", r["commit"]))
+    left = {x["path"]: x for x in rec["files"]["left"]}
+    assert left["big.bin"]["size"] == 5000 and left["big.bin"]["sha256"] == hashlib.sha256(big).hexdigest()
+    assert note["steps"][0]["index"] == 1
+    # growing a stored file past the cap takes it out of the next step
+    write(ws, "small.txt", os.urandom(2000))
+    r2 = e.save("s2")
+    assert git(e.store.path, "ls-tree", "-r", "--name-only", r2["commit"]).decode().split() == []
+
+
+def test_gitignore_and_global_excludes_respected(ws, tmp_path, monkeypatch):
+    write(ws, ".gitignore", "*.tmp\nbuild/\n")
+    write(ws, "a.tmp", "x")
+    write(ws, "build/out", "x")
+    write(ws, "keep.py", "x")
+    write(ws, "global-ignored.xyz", "x")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text(f"[core]\n\texcludesFile = {home}/ignore\n")
+    (home / "ignore").write_text("*.xyz\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    import pygit2
+
+    level = pygit2.enums.ConfigLevel.GLOBAL
+    old = pygit2.settings.search_path[level]
+    pygit2.settings.search_path[level] = str(home)
+    try:
+        e = Engine(ws)
+        e.init("ignores")
+        r = e.save("s")
+    finally:
+        pygit2.settings.search_path[level] = old
+    names = set(git(e.store.path, "ls-tree", "-r", "--name-only", r["commit"]).decode().split())
+    assert names == {".gitignore", "keep.py"}
