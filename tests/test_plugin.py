@@ -123,6 +123,17 @@ def test_run_sh_never_fails_without_tc_git(tmp_path):
     assert r.returncode == 0 and r.stdout == "" and "install tc-git" in r.stderr
 
 
+def test_run_sh_ignores_iproute2_tc(tmp_path):
+    """`tc` is also Linux traffic control (an ELF binary in /usr/sbin): never run it."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    shutil.copy("/bin/false", bindir / "tc")
+    ev = json.dumps({"hook_event_name": "SessionStart", "cwd": str(tmp_path), "source": "startup"})
+    r = subprocess.run(["/bin/sh", str(REPO / "hooks" / "run.sh"), "session-start"], input=ev, text=True,
+                       capture_output=True, env={"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert r.returncode == 0 and r.stdout == "" and "install tc-git" in r.stderr
+
+
 def test_run_sh_uses_tc_hook_when_on_path(tmp_path):
     import sys
 
@@ -141,6 +152,28 @@ def test_run_sh_uses_tc_hook_when_on_path(tmp_path):
                        capture_output=True, env=clean_env(PATH=f"{bindir}:/usr/bin:/bin"))
     assert r.returncode == 0, r.stderr
     assert "via run.sh" in json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_run_sh_uses_the_interpreter_of_the_tc_script(tmp_path):
+    """No tc-hook on PATH: run.sh reads the `tc` console script's shebang and runs the hook
+    module with that interpreter (never the slow full CLI)."""
+    import sys
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "tc").write_text(f"#!{sys.executable}\nraise SystemExit('the full CLI must not run')\n")
+    (bindir / "tc").chmod(0o755)
+    from tc_git.engine import Engine
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "f").write_text("x")
+    Engine(ws).init("via shebang")
+    ev = json.dumps({"hook_event_name": "SessionStart", "cwd": str(ws), "source": "startup", "session_id": "s"})
+    r = subprocess.run(["/bin/sh", str(REPO / "hooks" / "run.sh"), "session-start"], input=ev, text=True,
+                       capture_output=True, env=clean_env(PATH=f"{bindir}:/usr/bin:/bin"))
+    assert r.returncode == 0, r.stderr
+    assert "via shebang" in json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
 
 
 # ----------------------------------------------------------------------------- the CLI judge
