@@ -66,7 +66,7 @@ class DriftWatcher:
     """Background drift recorder. `watch(root, store)` after every served call; `stop()` at exit."""
 
     def __init__(self, interval: float | None = None, max_wait: float | None = None, log_line=None,
-                 engine_factory=None):
+                 engine_factory=None, poll: bool | None = None):
         self.interval = interval if interval is not None else _env_float("TC_WATCH_INTERVAL", 15.0, 0.05)
         self.max_wait = max_wait if max_wait is not None else _env_float("TC_DRIFT_MAX_WAIT", 60.0, 0.05)
         self.max_wait = max(self.max_wait, self.interval)
@@ -80,6 +80,8 @@ class DriftWatcher:
         self.poller = None
         self.mode = None  # "inotify" | "poll" once started
         self.failures = 0
+        # TC_WATCH=poll forces the stat-poll fallback (file systems without notifications, e.g. NFS)
+        self.force_poll = poll if poll is not None else os.environ.get("TC_WATCH", "").strip().lower() == "poll"
 
     # ----------------------------------------------------------------------- registration
     def watch(self, root: Path, store: Path) -> None:
@@ -123,6 +125,8 @@ class DriftWatcher:
         if self.thread is not None:
             return
         try:
+            if self.force_poll:
+                raise RuntimeError("TC_WATCH=poll")
             from watchdog.observers import Observer
 
             obs = Observer()
@@ -130,7 +134,8 @@ class DriftWatcher:
             obs.start()
             self.observer, self.mode = obs, type(obs).__name__.replace("Observer", "").lower() or "native"
         except Exception:
-            log.warning("file-system notifications unavailable; falling back to a stat poll", exc_info=True)
+            if not self.force_poll:
+                log.warning("file-system notifications unavailable; falling back to a stat poll", exc_info=True)
             self.mode = "poll"
         self.thread = threading.Thread(target=self._loop, name="tc-drift-watcher", daemon=True)
         self.thread.start()

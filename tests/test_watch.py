@@ -1,0 +1,171 @@
+"""The drift watcher: edits become a drift commit after the quiet period; nothing while idle;
+`partial` when files keep changing; store and .git writes never wake it; TC_WATCH=off."""
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from conftest import clean_env, write
+from tc_git.engine import Engine
+from tc_git.watch import DriftWatcher, watch_enabled
+
+pytestmark = [pytest.mark.usefixtures("fsck_after"),
+              pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")]
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    for k in ("TC_STORE", "TC_WATCH", "TC_WATCH_INTERVAL", "TC_DRIFT_MAX_WAIT"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("TC_GIT", "off")
+
+
+def drifts(ws) -> list[dict]:
+    return [d for d in Engine(ws).show(include_drift=True, limit=200)["drifts"] if d["kind"] == "drift"]
+
+
+def wait_for(pred, timeout=10.0, step=0.05):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return pred()
+
+
+@pytest.fixture
+def task(ws):
+    e = Engine(ws)
+    e.init("watched")
+    write(ws, "a.txt", "1")
+    e.save("first")
+    return e
+
+
+@pytest.fixture
+def watcher():
+    w = DriftWatcher(interval=0.5, max_wait=3.0)
+    yield w
+    w.stop()
+
+
+def test_edit_becomes_drift_after_quiet_period_and_nothing_while_idle(ws, task, watcher):
+    watcher.watch(ws, task.store.path)
+    assert watcher.mode in ("inotify", "native", "poll") and str(ws) in watcher.status()["roots"]
+    time.sleep(1.5)  # idle: nothing recorded
+    assert drifts(ws) == []
+    write(ws, "a.txt", "2")
+    write(ws, "sub/b.txt", "new")
+    t0 = time.monotonic()
+    got = wait_for(lambda: drifts(ws), timeout=10)
+    assert got and len(got) == 1, got
+    assert time.monotonic() - t0 >= 0.4  # not before the quiet period
+    assert got[0]["partial"] is False and got[0]["files_changed"] == 2
+    # idle again: no new drift (the capture's own reads and store writes do not wake it)
+    time.sleep(2.0)
+    assert len(drifts(ws)) == 1
+    st = watcher.status()["roots"][str(ws)]
+    assert st["captures"] == 1 and st["errors"] == 0
+
+
+def test_store_and_git_writes_do_not_wake_it(ws, task, watcher):
+    (ws / ".git").mkdir()
+    watcher.watch(ws, task.store.path)
+    time.sleep(0.3)
+    for i in range(5):
+        write(ws, f".git/objects/x{i}", "y")
+        (task.store.path / "tc" / f"scratch{i}").write_text("z")
+    time.sleep(1.5)
+    assert watcher.status()["roots"][str(ws)]["events"] == 0
+    assert drifts(ws) == []
+
+
+def test_partial_when_files_keep_changing(ws, task):
+    w = DriftWatcher(interval=0.6, max_wait=1.5)
+    try:
+        w.watch(ws, task.store.path)
+        time.sleep(0.3)
+        end = time.monotonic() + 2.5
+        i = 0
+        while time.monotonic() < end:  # never quiet for 0.6 s
+            write(ws, "busy.log", f"line {i}\n" * (i + 1))
+            i += 1
+            time.sleep(0.15)
+        got = wait_for(lambda: [d for d in drifts(ws) if d["partial"]], timeout=5)
+        assert got, drifts(ws)
+        # once quiet, a final non-partial drift holds the last state
+        final = wait_for(lambda: [d for d in drifts(ws) if not d["partial"]], timeout=5)
+        assert final
+    finally:
+        w.stop()
+
+
+def test_stat_poll_fallback(ws, task):
+    w = DriftWatcher(interval=0.5, max_wait=3.0, poll=True)
+    try:
+        w.watch(ws, task.store.path)
+        assert w.mode == "poll" and w.observer is None
+        time.sleep(1.2)
+        assert drifts(ws) == []
+        write(ws, "a.txt", "polled")
+        got = wait_for(lambda: drifts(ws), timeout=10)
+        assert got and got[0]["files_changed"] == 1
+        time.sleep(1.5)
+        assert len(drifts(ws)) == 1
+    finally:
+        w.stop()
+
+
+def test_closed_task_stops_watching(ws, task, watcher):
+    watcher.watch(ws, task.store.path)
+    task.save("done", close=True)
+    write(ws, "a.txt", "after close")
+    wait_for(lambda: str(ws) not in watcher.status()["roots"], timeout=5)
+    assert str(ws) not in watcher.status()["roots"]
+    assert drifts(ws) == []
+
+
+def test_no_active_task_is_not_watched(ws, watcher):
+    watcher.watch(ws, ws / ".checkpoints")  # no store at all
+    assert watcher.status()["roots"] == {} and watcher.thread is None
+
+
+def test_watch_enabled_env(monkeypatch):
+    assert watch_enabled()
+    for v in ("off", "OFF", "0", "false"):
+        monkeypatch.setenv("TC_WATCH", v)
+        assert not watch_enabled()
+    monkeypatch.setenv("TC_WATCH", "on")
+    assert watch_enabled()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_server_records_drift_in_background(ws, anyio_backend):
+    """The real server process: a workspace served once with an active task is watched."""
+    env = clean_env(TC_WATCH_INTERVAL="0.5", TC_DRIFT_MAX_WAIT="3", TC_GIT="off")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "tc_git"], env=env)
+    async with Client(params, mode="legacy") as c:
+        r = await c.call_tool("tc_init", {"root": str(ws), "name": "bg"})
+        assert not r.is_error
+        write(ws, "x.txt", "one")
+        assert not (await c.call_tool("tc_save", {"root": str(ws), "title": "s1"})).is_error
+        import anyio
+
+        await anyio.sleep(1.5)
+        r = await c.call_tool("tc_show", {"root": str(ws), "include_drift": True})
+        assert [d for d in r.structured_content["drifts"] if d["kind"] == "drift"] == []
+        write(ws, "x.txt", "two")
+        for _ in range(100):
+            await anyio.sleep(0.1)
+            r = await c.call_tool("tc_show", {"root": str(ws), "include_drift": True})
+            got = [d for d in r.structured_content["drifts"] if d["kind"] == "drift"]
+            if got:
+                break
+        assert got and got[0]["files_changed"] == 1
+        log = (ws / ".checkpoints" / "tc" / "server.log").read_text()
+        assert "watch: drift" in log
