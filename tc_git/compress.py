@@ -9,8 +9,9 @@ packs and loose objects are removed, so the bytes of dropped states are gone.
 """
 from __future__ import annotations
 
-import json
 import os
+import shutil
+import tempfile
 import time
 
 import pygit2
@@ -129,8 +130,19 @@ def repack(store, progress=None) -> int:
     pb = pygit2.PackBuilder(repo)
     for oid in objs:
         pb.add(oid)
-    pb.write(pack_dir)
-    new_name = f"pack-{pb.name}" if pb.name else None
+    # pygit2's PackBuilder does not expose the pack's name: write into a private directory,
+    # then move the .pack before its .idx, so a reader never finds an index without its pack
+    os.makedirs(pack_dir, exist_ok=True)
+    for f in os.listdir(pack_dir):  # left by a repack that was killed
+        if f.startswith("tmp_tc_pack_"):
+            shutil.rmtree(os.path.join(pack_dir, f), ignore_errors=True)
+    tmp = tempfile.mkdtemp(prefix="tmp_tc_pack_", dir=pack_dir)
+    pb.write(tmp)
+    written = sorted(os.listdir(tmp), key=lambda f: f.endswith(".idx"))
+    for f in written:
+        os.replace(os.path.join(tmp, f), os.path.join(pack_dir, f))
+    os.rmdir(tmp)
+    new_name = next((f.rsplit(".", 1)[0] for f in written if f.endswith(".pack")), None)
     # the new pack (with its .idx) is complete on disk before anything old goes away
     for f in old_packs:
         if new_name and f.startswith(new_name):
