@@ -77,11 +77,11 @@ def compress_task(store, tl: Timeline, keep_seconds: int, minimum: int, maximum:
 
 def _remove_note(repo, oid) -> None:
     try:
-        repo.lookup_note(str(oid), NOTES_REF)
+        note = repo.lookup_note(str(oid), NOTES_REF)
     except KeyError:
         return
     sig = pygit2.Signature("tc-git", "tc-git@localhost")
-    repo.remove_note(str(oid), sig, sig, NOTES_REF)
+    note.remove(sig, sig, NOTES_REF)  # pygit2 has no Repository.remove_note
 
 
 def reachable(repo) -> set:
