@@ -344,3 +344,15 @@ def test_external_store_through_the_pointer_file(tmp_path):
     r = run_hook(base(root, "SessionStart", source="startup"))
     assert "external" in json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
     assert not (root / ".checkpoints").exists()
+
+
+def test_no_mcp_even_with_an_active_task(ws):
+    """The engine path (handoff, drift) loads pygit2 but never the MCP stack (~0.75 s)."""
+    ev = json.dumps(base(ws, "SessionStart", source="startup"))
+    code = ("import sys, io; sys.stdin = io.StringIO(%r);"
+            "from tc_git import hooks; hooks.main(['session-start']);"
+            "print('MODS', sorted({m.split('.')[0] for m in sys.modules} & {'mcp', 'pygit2', 'anyio', 'pydantic'}))") % ev
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env())
+    assert r.returncode == 0, r.stderr
+    assert "additionalContext" in r.stdout
+    assert r.stdout.strip().splitlines()[-1] == "MODS ['pygit2']"
