@@ -356,3 +356,32 @@ def test_no_mcp_even_with_an_active_task(ws):
     assert r.returncode == 0, r.stderr
     assert "additionalContext" in r.stdout
     assert r.stdout.strip().splitlines()[-1] == "MODS ['pygit2']"
+
+
+def test_locate_never_treats_home_or_root_as_a_workspace(tmp_path, monkeypatch):
+    from tc_git import hooks
+
+    home = tmp_path / "home"
+    (home / ".checkpoints" / "objects").mkdir(parents=True)
+    (home / ".checkpoints" / "HEAD").write_text("ref: refs/heads/master\n")
+    (home / "proj").mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("TC_STORE", raising=False)
+    assert hooks.locate(str(home)) is None
+    assert hooks.locate(str(home / "proj")) is None  # the walk stops below home
+    assert hooks.locate("/") is None
+    assert hooks.locate(str(tmp_path / "does-not-exist")) is None
+
+
+def test_hooks_log_rotates(ws, monkeypatch):
+    from tc_git import hooks
+
+    monkeypatch.setattr(hooks, "LOG_MAX_BYTES", 200)
+    store = str(store_of(ws))
+    for i in range(20):
+        hooks.log(store, f"line {i} " + "x" * 20)
+    log = store_of(ws) / "tc" / "hooks.log"
+    assert log.stat().st_size <= 400 and (store_of(ws) / "tc" / "hooks.log.1").exists()
+    assert "line 19" in log.read_text()
+    hooks.log(str(ws / "nowhere"), "never written")  # no store: no file, no error
+    assert not (ws / "nowhere").exists()
