@@ -1,0 +1,81 @@
+"""`tc skill install` / `tc skill path`: put SKILL.md where an agent runtime looks for skills.
+
+The skill ships inside the package (`tc_git/data/SKILL.md`, identical to the repository's
+`SKILL.md`). Never imports `mcp`.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import BadInput, Conflict, NotFound
+
+SKILL_NAME = "tc-git"
+CLIENTS = ("claude", "codex", "agents")
+
+
+def skill_source() -> Path:
+    p = Path(__file__).resolve().parent / "data" / "SKILL.md"
+    if not p.is_file():
+        raise NotFound(f"SKILL.md is missing from the installed package ({p}); reinstall tc-git")
+    return p
+
+
+def skills_dir(client: str, project: Path | None = None) -> Path:
+    """The skills directory of `client`, user-wide, or inside `project` when given."""
+    if client not in CLIENTS:
+        raise BadInput(f"unknown client {client!r}: one of {', '.join(CLIENTS)}")
+    if project is not None:
+        return project / {"claude": ".claude", "codex": ".codex", "agents": ".agents"}[client] / "skills"
+    home = Path.home()
+    if client == "claude":
+        return Path(os.environ.get("CLAUDE_CONFIG_DIR") or home / ".claude") / "skills"
+    if client == "codex":
+        return Path(os.environ.get("CODEX_HOME") or home / ".codex") / "skills"
+    return home / ".agents" / "skills"
+
+
+def install(client: str = "claude", force: bool = False, project: Path | None = None,
+            dest: str | None = None) -> dict:
+    src = skill_source()
+    data = src.read_bytes()
+    base = Path(os.path.expanduser(dest)).resolve() if dest else skills_dir(client, project)
+    target = base / SKILL_NAME / "SKILL.md"
+    if target.is_symlink() or target.exists():
+        if not target.is_symlink() and target.is_file() and target.read_bytes() == data:
+            return {"path": str(target), "client": client, "installed": False, "unchanged": True}
+        if not force:
+            raise Conflict(f"{target} already exists and differs from this tc-git's SKILL.md; "
+                           f"pass --force to overwrite it")
+        if target.is_dir() and not target.is_symlink():
+            raise Conflict(f"{target} is a directory; remove it first")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".SKILL.md.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+    return {"path": str(target), "client": client, "installed": True, "unchanged": False, "source": str(src)}
+
+
+def _h_install(r: dict) -> str:
+    if r["unchanged"]:
+        return f"{r['path']} is already up to date"
+    return f"installed the tc-git skill: {r['path']}"
+
+
+def setup(sub) -> None:
+    p = sub.add_parser("skill", help="install the agent skill (SKILL.md) for Claude Code, Codex or .agents")
+    ss = p.add_subparsers(dest="skill_cmd", required=True, metavar="action")
+
+    q = ss.add_parser("install", help="copy SKILL.md into the client's skills directory")
+    q.add_argument("--client", choices=CLIENTS, default="claude",
+                   help="claude: ~/.claude/skills, codex: ~/.codex/skills, agents: ~/.agents/skills")
+    q.add_argument("--project", action="store_true",
+                   help="install into the workspace (-C, default cwd) instead of the home directory")
+    q.add_argument("--dest", default=None, help="an explicit skills directory (tc-git/SKILL.md goes inside)")
+    q.add_argument("--force", action="store_true", help="overwrite a different existing SKILL.md")
+    q.set_defaults(func=lambda a: install(a.client, a.force, Path(a.root).resolve() if a.project else None,
+                                          a.dest),
+                   human=_h_install)
+
+    q = ss.add_parser("path", help="print where the packaged SKILL.md is")
+    q.set_defaults(func=lambda a: {"path": str(skill_source())}, human=lambda r: r["path"])
