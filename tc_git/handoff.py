@@ -541,6 +541,7 @@ def import_(engine, package, rename: str | None = None, merge: bool = False, app
         raise NotFound(f"{p} does not exist")
     if rename is not None and not TASK_ID_RE.match(str(rename)):
         raise BadInput(f"invalid rename {rename!r}: letters, digits, '.', '_' or '-' only")
+    t0 = time.perf_counter()
     if p.is_dir() and (p / "handoff.json").exists():
         result = _import_seed(engine, p, rename)
     else:
@@ -548,8 +549,12 @@ def import_(engine, package, rename: str | None = None, merge: bool = False, app
             p = _find_bundle(p)
         result = _import_bundle(engine, p, rename, merge)
     tid = result["task_id"]
+    t1 = time.perf_counter()
     result["git"] = mirror(engine, lambda repo: task_refs(repo, tid, milestones_only=True), head_ref(tid))
+    t2 = time.perf_counter()
     result["restore"] = _restore_to_head(engine, tid, apply)
+    result["seconds"] = {"import": round(t1 - t0, 3), "user_repo": round(t2 - t1, 3),
+                         "restore": round(time.perf_counter() - t2, 3)}
     return result
 
 
