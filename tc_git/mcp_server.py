@@ -390,6 +390,13 @@ class _NotInBuild(Exception):
     pass
 
 
+def _warm(run: Runner) -> None:
+    try:
+        run.engine_cls()
+    except Exception:  # the first tool call will report it
+        log.debug("engine import failed", exc_info=True)
+
+
 def _accepted(fn, kwargs: dict) -> dict:
     """Only the keyword arguments `fn` accepts (export/import live in another layer)."""
     try:
@@ -483,6 +490,8 @@ def build_server(watch: bool | None = None) -> TcServer:
 
     @contextlib.asynccontextmanager
     async def lifespan(_server):
+        # import the engine (pygit2) while the client is still initialising, not in the first call
+        threading.Thread(target=_warm, args=(run,), name="tc-warm-import", daemon=True).start()
         try:
             yield {}
         finally:

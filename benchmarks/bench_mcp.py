@@ -1,0 +1,308 @@
+"""tc-mcp vs task-checkpoint-mcp 0.1.7, side by side in one run, through the same SDK client.
+
+Measures, for each server:
+  * cold start: process spawn -> initialize -> first answered tools/list (median of --starts);
+  * per-call latency of every tool on workspaces of --sizes files (median of --repeat calls);
+  * byte size of tools/list and of typical responses (the JSON-RPC result as sent).
+
+Both servers run over stdio with TC_WATCH=off and TC_GIT=off, on identical freshly generated
+workspaces (not git repositories). Writes a markdown table to benchmarks/results/mcp.md.
+
+    python benchmarks/bench_mcp.py                 # 1k and 10k files
+    python benchmarks/bench_mcp.py --big           # adds 50k
+    python benchmarks/bench_mcp.py --sizes 2000 --repeat 2 --out /tmp/mcp.md
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import anyio
+
+warnings.filterwarnings("ignore")
+SEED = "task-checkpoint-mcp==0.1.7"
+HERE = Path(__file__).resolve().parent
+
+
+# ----------------------------------------------------------------------------- setup
+def ensure_seed() -> list[str]:
+    exe = shutil.which("task-checkpoint-mcp")
+    if exe is None:
+        print(f"installing {SEED} ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", SEED], check=True)
+        exe = shutil.which("task-checkpoint-mcp")
+    if exe is None:
+        raise SystemExit("task-checkpoint-mcp did not install a console script")
+    return [exe]
+
+
+def servers() -> dict[str, list[str]]:
+    return {"tc-mcp": [sys.executable, "-m", "tc_git"], "seed 0.1.7": ensure_seed()}
+
+
+def env() -> dict:
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("TC_", "GIT_"))}
+    e.update(TC_WATCH="off", TC_GIT="off")
+    return e
+
+
+def make_workspace(path: Path, n: int, seed: int = 7) -> None:
+    """n files, 100 per directory, two levels, 200 B - 2 KB of text each, a few executables."""
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(500)]
+    path.mkdir(parents=True)
+    for i in range(n):
+        d = path / f"pkg{i // 1000:03d}" / f"mod{(i // 100) % 10:02d}"
+        if i % 100 == 0:
+            d.mkdir(parents=True, exist_ok=True)
+        body = " ".join(rng.choice(words) for _ in range(rng.randint(30, 300)))
+        f = d / f"file{i:06d}.py"
+        f.write_text(f"# {i}\n{body}\n")
+        if i % 250 == 0:
+            os.chmod(f, 0o755)
+
+
+def edit(ws: Path, n: int, k: int, tag: str) -> list[str]:
+    """Change k existing files (deterministic choice)."""
+    rng = random.Random(hash((tag, k)) & 0xFFFF)
+    out = []
+    for _ in range(k):
+        i = rng.randrange(n)
+        f = ws / f"pkg{i // 1000:03d}" / f"mod{(i // 100) % 10:02d}" / f"file{i:06d}.py"
+        with open(f, "a") as fh:
+            fh.write(f"# edit {tag} {time.time_ns()}\n")
+        out.append(str(f))
+    return out
+
+
+# ----------------------------------------------------------------------------- client
+def client(cmd: list[str], cwd: str | None = None):
+    from mcp import Client, StdioServerParameters
+
+    return Client(StdioServerParameters(command=cmd[0], args=cmd[1:], env=env(), cwd=cwd), mode="legacy")
+
+
+def wire_bytes(result) -> int:
+    return len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
+
+
+async def cold_start(cmd: list[str], starts: int) -> tuple[float, int]:
+    times, size = [], 0
+    for _ in range(starts):
+        t0 = time.perf_counter()
+        async with client(cmd) as c:
+            r = await c.list_tools()
+            times.append(time.perf_counter() - t0)
+            size = wire_bytes(r)
+    return statistics.median(times), size
+
+
+class Timer:
+    def __init__(self, c, label):
+        self.c, self.label = c, label
+        self.times: dict[str, list[float]] = {}
+        self.sizes: dict[str, int] = {}
+        self.errors: dict[str, str] = {}
+
+    async def call(self, key: str, tool: str, args: dict, size=False):
+        t0 = time.perf_counter()
+        r = await self.c.call_tool(tool, args)
+        dt = time.perf_counter() - t0
+        if r.is_error:
+            text = r.content[0].text if r.content else "?"
+            self.errors[key] = text[:160]
+            print(f"  [{self.label}] {key}: ERROR {text[:160]}", file=sys.stderr)
+            return None
+        self.times.setdefault(key, []).append(dt)
+        if size:
+            self.sizes[key] = wire_bytes(r)
+        return r.structured_content or json.loads(r.content[0].text)
+
+
+async def run_workflow(cmd: list[str], label: str, ws: Path, n: int, repeat: int, scratch: Path) -> Timer:
+    root = str(ws)
+    async with client(cmd) as c:
+        T = Timer(c, label)
+        init = await T.call("tc_init", "tc_init", {"root": root, "name": "bench", "goal": "measure"}, size=True)
+        task_id = init["task_id"] if init else None
+        await T.call("tc_save (first, full tree)", "tc_save", {"root": root, "title": "s1", "next": "go"})
+        for i in range(repeat):
+            await T.call("tc_save (no change)", "tc_save", {"root": root, "title": "s1", "next": "go"}, size=True)
+        for i in range(repeat):
+            edit(ws, n, 1, f"one{i}")
+            await T.call("tc_save (1 file changed)", "tc_save", {"root": root, "title": f"one {i}",
+                                                                  "conclusion": "c", "next": "n"})
+        for i in range(repeat):
+            edit(ws, n, 100, f"hundred{i}")
+            await T.call("tc_save (100 files changed)", "tc_save", {"root": root, "title": f"hundred {i}"})
+        edit(ws, n, 3, "unsaved")
+        for _ in range(repeat):
+            await T.call("tc_resume", "tc_resume", {"root": root}, size=True)
+        for _ in range(repeat):
+            await T.call("tc_show", "tc_show", {"root": root}, size=True)
+        for _ in range(repeat):
+            await T.call("tc_show (one step)", "tc_show", {"root": root, "index": 1})
+        await T.call("tc_capture (3 files changed)", "tc_capture", {"root": root}, size=True)
+        for _ in range(repeat):
+            await T.call("tc_capture (no change)", "tc_capture", {"root": root})
+        for i in range(repeat):
+            edit(ws, n, 1, f"cap{i}")
+            await T.call("tc_capture (1 file changed)", "tc_capture", {"root": root})
+        for _ in range(repeat):
+            await T.call("tc_restore preview (step 1)", "tc_restore", {"root": root, "index": 1}, size=True)
+        for i in range(repeat):
+            edit(ws, n, 100, f"restore{i}")
+            await T.call("tc_restore apply (step 1)", "tc_restore", {"root": root, "index": 1, "apply": True},
+                         size=True)
+        other = await T.call("tc_init (second task)", "tc_init", {"root": root, "name": "other"})
+        if task_id:
+            for _ in range(repeat):
+                await T.call("tc_switch", "tc_switch", {"root": root, "task_id": task_id}, size=True)
+                if other:
+                    await T.call("tc_switch", "tc_switch", {"root": root, "task_id": other["task_id"]})
+            await T.call("tc_switch", "tc_switch", {"root": root, "task_id": task_id})
+        for i in range(repeat):
+            to = scratch / f"{label.split()[0]}-{n}-export{i}"
+            to.mkdir(parents=True)
+            ex = await T.call("tc_export", "tc_export", {"root": root, "to": str(to)}, size=True)
+            if ex and i == 0:
+                ws2 = scratch / f"{label.split()[0]}-{n}-import"
+                ws2.mkdir()
+                await T.call("tc_import", "tc_import", {"root": str(ws2), "package": ex["path"]}, size=True)
+        for _ in range(repeat):
+            await T.call("tc_compress", "tc_compress", {"root": root}, size=True)
+    return T
+
+
+# ----------------------------------------------------------------------------- report
+def fmt_s(v: float | None) -> str:
+    if v is None:
+        return "—"
+    return f"{v * 1000:.0f} ms" if v < 10 else f"{v:.1f} s"
+
+
+def ratio(seed: float | None, ours: float | None) -> str:
+    if not seed or not ours:
+        return "—"
+    r = seed / ours
+    return f"{r:.0f}x" if r >= 10 else f"{r:.1f}x"
+
+
+async def main_async(args) -> str:
+    srv = servers()
+    lines = ["# MCP server: tc-mcp vs task-checkpoint-mcp 0.1.7", ""]
+    lines.append(f"One run, {time.strftime('%Y-%m-%d %H:%M')} — Python {platform.python_version()}, "
+                 f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs. Same SDK client "
+                 f"(`mcp` {_mcp_version()}, stdio, legacy handshake), both servers with TC_WATCH=off, "
+                 f"TC_GIT=off, workspaces not git repositories. Latency = median of {args.repeat} calls "
+                 f"(single calls: first save, tc_init, tc_import), measured at the client, round trip "
+                 f"included. `python benchmarks/bench_mcp.py{' --big' if args.big else ''}`.")
+    lines.append("")
+
+    # cold start + tools/list size
+    lines += ["## Cold start and tools/list", "",
+              "| server | spawn -> first tools/list answered | tools/list bytes |", "|---|---|---|"]
+    cold = {}
+    for name, cmd in srv.items():
+        cold[name] = await cold_start(cmd, args.starts)
+        print(f"cold start {name}: {cold[name][0]:.3f}s, tools/list {cold[name][1]} B", file=sys.stderr)
+        lines.append(f"| {name} | {fmt_s(cold[name][0])} | {cold[name][1]} |")
+    lines.append("")
+
+    results: dict[int, dict[str, Timer]] = {}
+    scratch = Path(tempfile.mkdtemp(prefix="bench-mcp-"))
+    try:
+        for n in args.sizes:
+            results[n] = {}
+            for name, cmd in srv.items():
+                ws = scratch / f"ws-{name.split()[0]}-{n}"
+                t0 = time.perf_counter()
+                make_workspace(ws, n)
+                print(f"{n} files for {name}: generated in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+                t0 = time.perf_counter()
+                results[n][name] = await run_workflow(cmd, name, ws, n, args.repeat, scratch)
+                print(f"  workflow {name} @ {n}: {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+                shutil.rmtree(ws, ignore_errors=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    names = list(srv)
+    ours, seed = names[0], names[1]
+    keys = []
+    for n in args.sizes:
+        for T in results[n].values():
+            for k in list(T.times) + list(T.errors):
+                if k not in keys:
+                    keys.append(k)
+    lines += ["## Per-call latency", ""]
+    head = "| call |" + "".join(f" {ours} {n // 1000}k | seed {n // 1000}k | speed-up {n // 1000}k |"
+                                 for n in args.sizes)
+    lines += [head, "|---|" + "---|---|---|" * len(args.sizes)]
+    for k in keys:
+        row = f"| {k} |"
+        for n in args.sizes:
+            a = results[n][ours].times.get(k)
+            b = results[n][seed].times.get(k)
+            ma = statistics.median(a) if a else None
+            mb = statistics.median(b) if b else None
+            sa = fmt_s(ma) if a else ("error" if k in results[n][ours].errors else "—")
+            sb = fmt_s(mb) if b else ("error" if k in results[n][seed].errors else "—")
+            row += f" {sa} | {sb} | {ratio(mb, ma)} |"
+        lines.append(row)
+    lines.append("")
+    errs = [(n, name, k, msg) for n in args.sizes for name, T in results[n].items() for k, msg in T.errors.items()]
+    if errs:
+        lines += ["Errors (isError results):", ""]
+        for n, name, k, msg in errs:
+            lines.append(f"- {name} @ {n} files, {k}: `{msg.replace('|', '/')}`")
+        lines.append("")
+
+    n0 = args.sizes[-1]
+    lines += [f"## Response sizes (bytes of the JSON-RPC result, {n0 // 1000}k files)", "",
+              f"| response | {ours} | seed |", "|---|---|---|"]
+    for k in keys:
+        a = results[n0][ours].sizes.get(k)
+        b = results[n0][seed].sizes.get(k)
+        if a or b:
+            lines.append(f"| {k} | {a or '—'} | {b or '—'} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _mcp_version() -> str:
+    from importlib.metadata import version
+
+    return version("mcp")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1000,10000", help="comma-separated workspace sizes (files)")
+    ap.add_argument("--big", action="store_true", help="add a 50k-file workspace")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--starts", type=int, default=5, help="cold starts per server")
+    ap.add_argument("--out", default=str(HERE / "results" / "mcp.md"))
+    args = ap.parse_args()
+    args.sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    if args.big and 50000 not in args.sizes:
+        args.sizes.append(50000)
+    text = anyio.run(main_async, args)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
