@@ -19,7 +19,8 @@ from pygit2.utils import StrArray
 
 from .policy import Left, Policy
 
-_RETRYABLE = ("file changed before we could read it", "index is locked")
+# libgit2 messages when a file is rewritten (truncated, resized) while it is being read
+_RETRYABLE = ("file changed before we could read it", "failed to read file into stream", "index is locked")
 
 
 def decode_path(raw) -> str:
