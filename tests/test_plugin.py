@@ -197,12 +197,12 @@ def test_marketplace_add_install_details(claude, home, tmp_path):
     assert r.returncode == 0, r.text
     assert re.search(r"Hooks \(4\)\s+SessionStart, PostToolUse, PreCompact, SessionEnd", r.text), r.text
     assert re.search(r"MCP servers \(1\)\s+tc-git", r.text), r.text
-    if (REPO / "SKILL.md").is_file():
-        assert re.search(r"Skills \(1\)\s+tc-git", r.text), r.text
+    assert re.search(r"Skills \(1\)\s+tc-git", r.text), r.text  # skills/tc-git/SKILL.md -> ../../SKILL.md
     settings = json.loads((home / ".claude" / "settings.json").read_text())
     assert settings["enabledPlugins"] == {"tc-git@tc-git": True}
     installed = json.loads((home / ".claude" / "plugins" / "installed_plugins.json").read_text())
     path = Path(installed["plugins"]["tc-git@tc-git"][0]["installPath"])
     assert (path / "hooks" / "hooks.json").is_file() and (path / "hooks" / "run.sh").is_file()
+    assert (path / "skills" / "tc-git" / "SKILL.md").read_text() == (REPO / "SKILL.md").read_text()
     r = run(claude, home, "plugin", "uninstall", "tc-git@tc-git")
     assert r.returncode == 0, r.text
