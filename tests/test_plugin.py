@@ -204,5 +204,22 @@ def test_marketplace_add_install_details(claude, home, tmp_path):
     path = Path(installed["plugins"]["tc-git@tc-git"][0]["installPath"])
     assert (path / "hooks" / "hooks.json").is_file() and (path / "hooks" / "run.sh").is_file()
     assert (path / "skills" / "tc-git" / "SKILL.md").read_text() == (REPO / "SKILL.md").read_text()
+    # the installed plugin's own hook command, as Claude Code would run it
+    import sys
+
+    from tc_git.engine import Engine
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "f.txt").write_text("x")
+    Engine(ws).init("plugin-installed hook")
+    hooks_cfg = json.loads((path / "hooks" / "hooks.json").read_text())["hooks"]
+    cmd = hooks_cfg["SessionStart"][0]["hooks"][0]["command"]
+    ev = json.dumps({"hook_event_name": "SessionStart", "cwd": str(ws), "source": "startup", "session_id": "s"})
+    hr = subprocess.run(["/bin/sh", "-c", cmd], input=ev, text=True, capture_output=True,
+                        env=clean_env(CLAUDE_PLUGIN_ROOT=str(path), HOME=str(home),
+                                      PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin"))
+    assert hr.returncode == 0, hr.stderr
+    assert "plugin-installed hook" in json.loads(hr.stdout)["hookSpecificOutput"]["additionalContext"]
     r = run(claude, home, "plugin", "uninstall", "tc-git@tc-git")
     assert r.returncode == 0, r.text
