@@ -86,7 +86,39 @@ class Milestone:
     note: dict = field(default_factory=dict)
 
 
-def _note(repo: pygit2.Repository, oid) -> dict:
+class Notes:
+    """Every note of `refs/notes/checkpoints`, read once from the notes tree: libgit2's
+    `lookup_note` re-reads that tree per call (about 6 ms each at 2,000 notes)."""
+
+    def __init__(self, repo: pygit2.Repository):
+        self.repo = repo
+        self.blobs: dict[str, pygit2.Oid] = {}
+        ref = repo.references.get(NOTES_REF)
+        if ref is None:
+            return
+        stack = [("", repo[ref.target].peel(pygit2.Commit).tree)]
+        while stack:  # notes trees may fan out (ab/cdef...)
+            prefix, tree = stack.pop()
+            for entry in tree:
+                if entry.type_str == "tree":
+                    stack.append((prefix + entry.name, repo[entry.id]))
+                else:
+                    self.blobs[prefix + entry.name] = entry.id
+
+    def get(self, oid) -> dict:
+        blob = self.blobs.get(str(oid))
+        if blob is None:
+            return {}
+        try:
+            data = json.loads(self.repo[blob].data)
+        except (ValueError, KeyError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+
+def _note(repo: pygit2.Repository, oid, notes: "Notes | None" = None) -> dict:
+    if notes is not None:
+        return notes.get(oid)
     try:
         data = json.loads(repo.lookup_note(str(oid), NOTES_REF).message)
         return data if isinstance(data, dict) else {}
@@ -135,9 +167,9 @@ def milestones(repo: pygit2.Repository) -> list[Milestone]:
     return out
 
 
-def _event_code(repo: pygit2.Repository, oid) -> str | None:
+def _event_code(repo: pygit2.Repository, oid, notes: Notes | None = None) -> str | None:
     """The code commit an event's note links (`trajectory.code_commit`), if any."""
-    part = _note(repo, oid).get("trajectory")
+    part = _note(repo, oid, notes).get("trajectory")
     code = part.get("code_commit") if isinstance(part, dict) else None
     return code if isinstance(code, str) else None
 
@@ -217,7 +249,7 @@ def diff_data(repo: pygit2.Repository, old_tree, new_tree, lim: Limits, budget: 
 
 # ---------------------------------------------------------------------------------- task data
 def task_data(repo: pygit2.Repository, task_id: str, lim: Limits, budget: _Budget, diffs: list,
-              ms_by_code: dict[str, list[str]], active: str | None = None) -> dict:
+              ms_by_code: dict[str, list[str]], active: str | None = None, notes: Notes | None = None) -> dict:
     tl = Timeline(repo, task_id)
     chain = list(tl.walk())
     chain.reverse()
@@ -228,7 +260,7 @@ def task_data(repo: pygit2.Repository, task_id: str, lim: Limits, budget: _Budge
     empty = repo[EMPTY_TREE] if EMPTY_TREE in repo else repo[repo.TreeBuilder().write()]
     prev_tree = None
     for e in chain:
-        r = tl.record(e.oid)
+        r = (notes.get(e.oid) if notes is not None else None) or tl.record(e.oid)
         c = repo[e.oid]
         hexid = str(e.oid)
         ent = {"k": e.kind, "id": e.id, "n": e.step, "ts": e.time, "cm": hexid,
@@ -317,7 +349,7 @@ def _tool_summary(value) -> str:
 
 
 def session_data(repo: pygit2.Repository, key: str, lim: Limits, budget: _Budget,
-                 ms_by_event: dict[str, list[str]]) -> dict:
+                 ms_by_event: dict[str, list[str]], notes: Notes | None = None) -> dict:
     prefix = f"{SESSIONS_PREFIX}{key}/"
     tips: dict[str, str] = {}
     for r in sorted(repo.references):
@@ -415,7 +447,7 @@ def session_data(repo: pygit2.Repository, key: str, lim: Limits, budget: _Budget
             ev["tip"] = sorted(tips_at[h])
         if h in ms_by_event:
             ev["ms"] = ms_by_event[h]
-        code = _event_code(repo, h)
+        code = _event_code(repo, h, notes)
         if code:
             if code not in code_points:
                 code_points[code] = _code_point(repo, code)
@@ -520,8 +552,9 @@ def build(repo: pygit2.Repository, task_ids: list[str], session_ids: list[str],
             ms_by_code.setdefault(m.code, []).append(m.name)
     diffs: list = []
     dbudget, ebudget = _Budget(lim.diff_budget), _Budget(lim.event_budget)
-    tasks = [task_data(repo, t, lim, dbudget, diffs, ms_by_code, active) for t in task_ids]
-    sessions = [session_data(repo, s, lim, ebudget, ms_by_event) for s in session_ids]
+    notes = Notes(repo)
+    tasks = [task_data(repo, t, lim, dbudget, diffs, ms_by_code, active, notes) for t in task_ids]
+    sessions = [session_data(repo, s, lim, ebudget, ms_by_event, notes) for s in session_ids]
     shown_events = {ev["c"] for s in sessions for ev in s["events"]}
     page = {
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -26,12 +26,12 @@ def _human(r: dict) -> str:
 
 def setup(sub) -> None:
     p = sub.add_parser("view", help="write a self-contained HTML view of a task and its conversations")
-    p.add_argument("--task", dest="view_tasks", action="append", default=[],
+    p.add_argument("--task", dest="view_tasks", action="append", default=[], metavar="ID",
                    help="task id (repeatable; default: the active task, or every task)")
-    p.add_argument("--session", dest="view_sessions", action="append", default=[],
+    p.add_argument("--session", dest="view_sessions", action="append", default=[], metavar="ID",
                    help="session <agent>-<id> or its id (repeatable; default: every session, or the "
                         "sessions linked to --task)")
-    p.add_argument("-o", "--output", default=None,
+    p.add_argument("-o", "--output", default=None, metavar="FILE",
                    help="HTML file to write (default: <store>/view/<task or session>.html)")
     p.add_argument("--open", action="store_true", help="open the page in the default browser")
     p.set_defaults(func=_run, human=_human)

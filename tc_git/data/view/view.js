@@ -7,7 +7,9 @@
     violations++;
     root.setAttribute("data-csp-violations", String(violations));
   });
+  var T0 = performance.now();
   var D = JSON.parse(doc.getElementById("tc-data").textContent);
+  var T1 = performance.now();
   var app = doc.getElementById("app");
   var rows = []; // {el, data, type: "entry"|"event", sec, hay, folds}
   var sel = -1;
@@ -133,12 +135,17 @@
     var ol = add(sec, "ol", "rows");
     var prev = null;
     t.entries.forEach(function (e) {
-      var li = add(ol, "li", "row k-" + e.k);
-      li.id = "c-" + short(e.cm);
-      var r = { el: li, data: e, type: "entry", prev: prev };
+      rows.push({ data: e, type: "entry", prev: prev, ol: ol, byId: byId, id: "c-" + short(e.cm), folds: 0, el: null, build: buildEntry });
       prev = e.k === "init" ? null : e.id;
-      li.setAttribute("data-r", rows.length);
-      rows.push(r);
+    });
+    return sec;
+  }
+
+  function buildEntry(r) {
+    var e = r.data, byId = r.byId;
+    var li = el("li", "row k-" + e.k);
+    li.id = r.id;
+    r.el = li;
       var hd = add(li, "div", "hd");
       add(hd, "span", "badge k", e.k === "step" ? "step " + e.n : e.k === "drift" ? "drift " + e.id : KLABEL[e.k] || e.k);
       add(hd, "span", "title", e.t || "");
@@ -169,8 +176,6 @@
       if (e.fl && e.fl.length) button(li, "files", "files");
       if (e.d !== undefined) button(li, "diff", "diff");
       if (e.lf) button(li, "left", "not stored (" + e.lf.length + ")");
-    });
-    return sec;
   }
 
   // ------------------------------------------------------------------ conversation
@@ -229,12 +234,17 @@
     }
     var ol = add(sec, "ol", "rows");
     s.events.forEach(function (e, i) {
-      var li = add(ol, "li", "row k-" + e.k + (e.err ? " err" : "") + (e.dp ? " ind" : ""));
-      li.id = "e-" + short(e.c);
-      if (e.dp) li.style.marginLeft = Math.min(e.dp, 8) * 14 + "px";
-      var r = { el: li, data: e, type: "event", sec: s, idx: i, folds: 0 };
-      li.setAttribute("data-r", rows.length);
-      rows.push(r);
+      rows.push({ data: e, type: "event", sec: s, idx: i, ol: ol, id: "e-" + short(e.c), folds: 0, el: null, build: buildEvent });
+    });
+    return sec;
+  }
+
+  function buildEvent(r) {
+    var e = r.data, s = r.sec, i = r.idx;
+    var li = el("li", "row k-" + e.k + (e.err ? " err" : "") + (e.dp ? " ind" : ""));
+    li.id = r.id;
+    if (e.dp) li.style.marginLeft = Math.min(e.dp, 8) * 14 + "px";
+    r.el = li;
       if (e.fk) {
         var fk = add(li, "div", "fork", "⎇ branch " + e.fk.br + (e.fk.from !== null && e.fk.from !== undefined ? " — forks after #" + e.fk.from : ""));
         if (e.fk.end - i > 1) { fk.appendChild(doc.createTextNode(" ")); button(fk, "fold", "fold " + plural(e.fk.end - i - 1, "event")); }
@@ -274,9 +284,17 @@
           button(li, "out", "output: " + n + " lines, " + size(e.ton > 0 ? e.ton : e.to.length) + (e.ton ? " (cut)" : ""));
         }
       }
-    });
-    return sec;
   }
+
+  // ------------------------------------------------------------------ progressive build
+  var built = 0;
+  function buildRow(r, n) {
+    r.build(r);
+    r.el._r = n;
+    if (r.folds === 0) r.ol.appendChild(r.el);
+  }
+  function buildUpTo(n) { n = Math.min(n, rows.length); while (built < n) { buildRow(rows[built], built); built++; } }
+  function buildAll() { buildUpTo(rows.length); }
 
   // ------------------------------------------------------------------ actions
   function after(li, node) { li.appendChild(node); return node; }
@@ -314,16 +332,22 @@
     r[key] = box;
   }
   function foldBranch(r, fold) {
-    var s = r.sec, base = rows.indexOf(r) - r.idx, end = r.data.fk.end;
-    for (var i = r.idx + 1; i < end; i++) {
-      var x = rows[base + i];
+    // folded rows leave the DOM (toggling display on thousands of rows is slow); they come back
+    // in order before the first attached row after the range
+    var base = rows.indexOf(r) - r.idx, end = r.data.fk.end, i, x, anchor = null;
+    if (!fold) {
+      for (i = base + end; i < rows.length && rows[i].ol === r.ol; i++) if (rows[i].el && rows[i].el.parentNode) { anchor = rows[i].el; break; }
+    }
+    for (i = r.idx + 1; i < end; i++) {
+      x = rows[base + i];
       x.folds += fold ? 1 : -1;
-      x.el.classList.toggle("fold", x.folds > 0);
+      if (!x.el) continue;
+      if (fold && x.folds === 1 && x.el.parentNode) x.el.parentNode.removeChild(x.el);
+      else if (!fold && x.folds === 0) r.ol.insertBefore(x.el, anchor);
     }
     var b = r.el.querySelector("button[data-act=fold]");
     if (b) b.textContent = (fold ? "unfold " : "fold ") + plural(end - r.idx - 1, "event");
     r.folded = fold;
-    void s;
   }
   function act(r, name) {
     if (name === "fold") { if (r.data.fk) foldBranch(r, !r.folded); return; }
@@ -340,14 +364,15 @@
     expandRow(r, !open);
   }
   function unfoldAll() { rows.forEach(function (r) { if (r.folded) foldBranch(r, false); }); }
-  function expandAll() { unfoldAll(); rows.forEach(function (r) { expandRow(r, true); }); }
+  function expandAll() { buildAll(); unfoldAll(); rows.forEach(function (r) { expandRow(r, true); }); }
 
   app.addEventListener("click", function (ev) {
     var b = ev.target.closest ? ev.target.closest("button[data-act]") : null;
     var li = ev.target.closest ? ev.target.closest(".row") : null;
     if (!li) return;
-    var r = rows[+li.getAttribute("data-r")];
-    select(rows.indexOf(r), false);
+    var r = rows[li._r];
+    if (!r) return;
+    select(li._r, false);
     if (b) act(r, b.getAttribute("data-act"));
   });
 
@@ -362,48 +387,88 @@
     }
     return r.hay;
   }
+  var res = el("div", "results"), resList = add(res, "ol", "rlist"), resSel = -1, MAXRES = 300;
+  res.hidden = true;
+  function label(r) {
+    var e = r.data;
+    if (r.type === "entry") return (e.k === "step" ? "step " + e.n : e.k === "drift" ? "drift " + e.id : KLABEL[e.k] || e.k) + ": " + (e.t || "");
+    var t = e.x || e.ts1 || e.to || "";
+    return "#" + r.idx + " " + (ELABEL[e.k] || e.k) + (e.tn ? " " + e.tn : "") + ": " + t.slice(0, 160).replace(/\s+/g, " ");
+  }
   function search() {
     var v = q.value.trim().toLowerCase(), n = 0;
-    app.classList.toggle("searching", !!v);
-    for (var i = 0; i < rows.length; i++) {
-      var m = !v || hay(rows[i]).indexOf(v) !== -1;
-      if (m) n++;
-      rows[i].el.classList.toggle("hid", !m);
+    resList.textContent = "";
+    resSel = -1;
+    if (!v) {
+      res.hidden = true;
+      app.classList.remove("searching");
+      count.textContent = rows.length + " items";
+      return;
     }
-    count.textContent = v ? n + " of " + rows.length + " match" : rows.length + " items";
-    if (sel >= 0 && !visible(rows[sel])) select(-1);
+    var frag = doc.createDocumentFragment();
+    for (var i = 0; i < rows.length; i++) {
+      if (hay(rows[i]).indexOf(v) === -1) continue;
+      if (++n <= MAXRES) {
+        var li = add(frag, "li", "res");
+        link(li, "#" + rows[i].id, label(rows[i]));
+      }
+    }
+    if (n > MAXRES) add(frag, "li", "note", (n - MAXRES) + " more: refine the search");
+    if (!n) add(frag, "li", "note", "no match");
+    resList.appendChild(frag);
+    res.hidden = false;
+    app.classList.add("searching");
+    count.textContent = n + " of " + rows.length + " match";
   }
-  q.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(search, rows.length > 3000 ? 150 : 60); });
+  function closeSearch() { if (q.value) { q.value = ""; search(); } }
+  q.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(search, rows.length > 3000 ? 120 : 40); });
 
   // ------------------------------------------------------------------ keyboard
-  function visible(r) { return !r.el.classList.contains("hid") && (!r.el.classList.contains("fold") || app.classList.contains("searching")); }
+  function visible(r) { return !!(r.el && r.el.parentNode); }
   function select(i, scroll) {
-    if (sel >= 0 && rows[sel]) rows[sel].el.classList.remove("sel");
+    if (sel >= 0 && rows[sel] && rows[sel].el) rows[sel].el.classList.remove("sel");
     sel = i;
-    if (i < 0) { root.removeAttribute("data-sel"); return; }
+    if (i < 0 || !rows[i] || !rows[i].el) { sel = -1; root.removeAttribute("data-sel"); return; }
     rows[i].el.classList.add("sel");
-    root.setAttribute("data-sel", rows[i].el.id);
+    root.setAttribute("data-sel", rows[i].id);
     if (scroll !== false) rows[i].el.scrollIntoView({ block: "nearest" });
   }
   function move(step) {
-    for (var i = sel + step; i >= 0 && i < rows.length; i += step) if (visible(rows[i])) { select(i); return; }
+    if (!res.hidden) {
+      var items = resList.querySelectorAll("li.res");
+      if (!items.length) return;
+      if (items[resSel]) items[resSel].classList.remove("sel");
+      resSel = Math.max(0, Math.min(items.length - 1, resSel + step));
+      items[resSel].classList.add("sel");
+      items[resSel].scrollIntoView({ block: "nearest" });
+      return;
+    }
+    for (var i = sel + step; i >= 0 && i < built; i += step) if (visible(rows[i])) { select(i); return; }
+  }
+  function openSelected() {
+    if (!res.hidden) {
+      var items = resList.querySelectorAll("li.res");
+      if (items[resSel]) location.hash = items[resSel].firstChild.getAttribute("href");
+      return;
+    }
+    if (sel >= 0) openOrClose(rows[sel]);
   }
   doc.addEventListener("keydown", function (ev) {
     if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
     if (ev.target === q) {
-      if (ev.key === "Escape") { q.value = ""; search(); q.blur(); }
-      else if (ev.key === "Enter") { q.blur(); sel = -1; move(1); }
+      if (ev.key === "Escape") { closeSearch(); q.blur(); }
+      else if (ev.key === "Enter" || ev.key === "ArrowDown") { clearTimeout(timer); search(); q.blur(); resSel = -1; move(1); ev.preventDefault(); }
       return;
     }
     if (ev.target && /^(INPUT|TEXTAREA|SELECT)$/.test(ev.target.tagName)) return;
     var k = ev.key;
     if (k === "j" || k === "ArrowDown") move(1);
-    else if (k === "k" || k === "ArrowUp") { if (sel < 0) return; move(-1); }
+    else if (k === "k" || k === "ArrowUp") { if (sel < 0 && res.hidden) return; move(-1); }
     else if (k === "/") q.focus();
-    else if ((k === "Enter" || k === "o") && sel >= 0 && ev.target.tagName !== "BUTTON" && ev.target.tagName !== "A") openOrClose(rows[sel]);
-    else if (k === "Escape") { if (q.value) { q.value = ""; search(); } select(-1); }
-    else if (k === "g") { sel = -1; move(1); }
-    else if (k === "G") { sel = rows.length; move(-1); }
+    else if ((k === "Enter" || k === "o") && ev.target.tagName !== "BUTTON" && ev.target.tagName !== "A") openSelected();
+    else if (k === "Escape") { closeSearch(); select(-1); }
+    else if (k === "g" && res.hidden) { sel = -1; move(1); }
+    else if (k === "G" && res.hidden) { sel = built; move(-1); }
     else return;
     ev.preventDefault();
   });
@@ -412,11 +477,16 @@
     var h = decodeURIComponent(location.hash.slice(1));
     if (h === "expand-all") { expandAll(); return; }
     if (!h) return;
+    closeSearch();
     var t = doc.getElementById(h);
+    if (!t && built < rows.length) { buildAll(); t = doc.getElementById(h); }
+    if (!t) {  // a folded row: unfold and try again
+      for (var i = 0; i < rows.length; i++) if (rows[i].id === h && rows[i].folds) { unfoldAll(); break; }
+      t = doc.getElementById(h);
+    }
     var li = t && t.closest ? t.closest(".row") : null;
-    if (!li) return;
-    if (li.classList.contains("fold")) unfoldAll();
-    select(+li.getAttribute("data-r"));
+    if (!li) { if (t) t.scrollIntoView(); return; }
+    select(li._r);
   }
   window.addEventListener("hashchange", goHash);
 
@@ -437,12 +507,35 @@
   if (!rows.length) add(frag, "p", "sub", "Nothing recorded yet.");
   add(frag, "p", "meta", "generated " + (D.generated || "") + " by tc-git");
   app.textContent = "";
+  app.appendChild(res);
   app.appendChild(frag);
   count.textContent = rows.length + " items";
-  goHash();
+  // the first screen now, the rest in 30 ms slices that leave the page responsive
+  var FIRST = 150;
+  buildUpTo(FIRST);
   root.setAttribute("data-rows", String(rows.length));
   root.setAttribute("data-render-ms", performance.now().toFixed(1));
-  root.setAttribute("data-ready", "1");
+  root.setAttribute("data-phases", [T0, T1 - T0, performance.now() - T1].map(function (x) { return x.toFixed(1); }).join(" "));
+  function finished() {
+    root.setAttribute("data-built-ms", performance.now().toFixed(1));
+    if (location.hash.length > 1) goHash();
+    requestAnimationFrame(function () {
+      setTimeout(function () {
+        root.setAttribute("data-complete-ms", performance.now().toFixed(1));
+        root.setAttribute("data-ready", "1");
+      }, 0);
+    });
+  }
+  // a MessageChannel schedules the next slice at once (nested setTimeouts are clamped to 4 ms)
+  var chan = typeof MessageChannel === "function" ? new MessageChannel() : null;
+  function later(fn) { if (chan) { chan.port1.onmessage = fn; chan.port2.postMessage(0); } else setTimeout(fn, 0); }
+  function slice() {
+    var end = performance.now() + 30;
+    while (built < rows.length && performance.now() < end) { buildRow(rows[built], built); built++; }
+    if (built < rows.length) later(slice); else finished();
+  }
+  if (built < rows.length && !(location.hash.length > 1)) later(slice);
+  else { buildAll(); finished(); }
   window.addEventListener("load", function () {
     root.setAttribute("data-resources", String(performance.getEntriesByType("resource").length));
   });
