@@ -68,19 +68,6 @@ def err(r, code=None):
     return body
 
 
-def is_compress_bug(r) -> bool:
-    """Engine bug, reported: tc_git/compress.py uses PackBuilder.name and Repository.remove_note,
-    neither of which exists in pygit2 1.21, so every compress fails. The server's part (a short
-    isError naming the cause, server still answering) is right; these checks turn real once
-    compress is fixed."""
-    return bool(r.is_error and any(s in r.content[0].text for s in ("PackBuilder", "remove_note")))
-
-
-def xfail_if_compress_bug(r):  # outside `async with client`: a task group would wrap the outcome
-    if is_compress_bug(r):
-        pytest.xfail("engine bug in tc_git/compress.py (PackBuilder.name / Repository.remove_note)")
-
-
 async def call(c, tool, /, **args):
     return await c.call_tool(tool, args)
 
@@ -177,11 +164,8 @@ async def test_every_result_matches_output_schema(server, ws, tmp_path):
                                                apply=True))
             assert (ws2 / "a.txt").read_text() == "one"
         assert seen >= set(TOOLS) - {"tc_compress"}
-        r = await call(c, "tc_compress", root=root)
-        if not is_compress_bug(r):
-            comp = check("tc_compress", r)
-            assert comp["converted"] == 0 and comp["maximum"] == 50
-    xfail_if_compress_bug(r)
+        comp = check("tc_compress", await call(c, "tc_compress", root=root))
+        assert comp["converted"] == 0 and comp["maximum"] == 50
 
 
 # ------------------------------------------------------------------------------- bad input
@@ -406,8 +390,8 @@ async def test_compress_drops_old_drifts(server, ws):
         for i in range(4):
             write(ws, "f", f"v{i}")
             assert ok(await call(c, "tc_capture", root=root))["captured"]
-        r = await call(c, "tc_compress", root=root, keep_seconds=0, minimum=0, maximum=1)
-        if not is_compress_bug(r):
-            assert ok(r)["converted"] == 3
-            assert len(ok(await call(c, "tc_show", root=root, include_drift=True))["drifts"]) < 6
-    xfail_if_compress_bug(r)
+        r = ok(await call(c, "tc_compress", root=root, minimum=0, maximum=1))  # keep only the newest
+        assert r["converted"] == 3 and r["bytes_freed"] >= 0
+        kinds = [d["kind"] for d in ok(await call(c, "tc_show", root=root, include_drift=True))["drifts"]]
+        assert kinds.count("drift") == 1
+        assert (ws / "f").read_text() == "v3"
