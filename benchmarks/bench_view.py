@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import statistics
@@ -193,11 +194,12 @@ def main() -> int:
         lines.append(f"| {c['name']} | {c['rows']} | {c['bytes']:,} | {c['diffs']} | {c['build_s']} s | "
                      f"{c['render_ms']} ms | {c['complete_ms']} ms | {c['load_ms']} ms | {c['search_ms']} ms | {c['open_diff_ms']} ms | "
                      f"{c['errors']} |")
-    first = all(c["render_ms"] is not None and c["render_ms"] < 2000 for c in cases)
-    full = all(c["complete_ms"] is not None and c["complete_ms"] < 2000 for c in cases)
-    lines += ["", f"Goal (issue 6), under 2 s: first screen **{'met' if first else 'NOT met'}** in every case; "
-              f"all rows built and painted **{'met' if full else 'NOT met'}** in every case "
-              "(see the table for which).", "",
+    def verdict(key):
+        return "; ".join(f"{c['name']}: {'met' if c[key] is not None and c[key] < 2000 else 'NOT met'}"
+                         for c in cases)
+
+    lines += ["", f"Goal (issue 6), under 2 s. First screen — {verdict('render_ms')}. "
+              f"All rows built and painted — {verdict('complete_ms')}.", "",
               "Size is bounded by caps, not by history length: each diff is cut at 48,000 characters (400 per "
               "line, 200 files), all diffs of a page share 16 MB, each message 20,000 characters, each tool "
               "input/output 16,000, all event text 24 MB; what is cut is marked `truncated` in the page. "
@@ -209,4 +211,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    rc = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # pygit2 1.21 has aborted here in interpreter finalisation ("none_dealloc") after a complete
+    # run with a large store; the results are written by then, so leave without finalising.
+    os._exit(rc)
