@@ -45,14 +45,23 @@ def env() -> dict:
     return e
 
 
-def timed(cmd: list[str], stdin: str, runs: int, before=None, after=None) -> list[float]:
+CPU: dict[str, list[float]] = {}
+
+
+def timed(cmd: list[str], stdin: str, runs: int, before=None, after=None, label: str = "") -> list[float]:
+    """Wall ms per run; the child's CPU ms (user + sys, from rusage) go to CPU[label]."""
+    import resource
+
     out = []
     for _ in range(runs):
         if before:
             before()
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         r = subprocess.run(cmd, input=stdin.encode(), capture_output=True, env=env())
         out.append((time.perf_counter() - t0) * 1000)
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        CPU.setdefault(label, []).append(((ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)) * 1000)
         if r.returncode != 0 or r.stderr:
             raise SystemExit(f"{cmd} failed: {r.stderr.decode()}")
         if after:
@@ -151,15 +160,16 @@ def main() -> int:
         timed([PY, "-c", "import tc_git.hooks, tc_git.engine"], "", 1)  # warm the .pyc files
         for _ in range(a.runs):
             for label, cmd, stdin, _g, before, after in cases:
-                times[label] += timed(cmd, stdin, 1, before=before, after=after)
+                times[label] += timed(cmd, stdin, 1, before=before, after=after, label=label)
         floor = times[cases[0][0]]
         rows = []
         for label, _cmd, _stdin, gated, _b, _a in cases:
             t = stats(times[label])
             t["over"] = statistics.median(x - f for x, f in zip(times[label], floor))
+            t["cpu"] = statistics.median(CPU[label])
             rows.append((label, t, gated))
             print(f"{label:<62} median {t['median']:6.1f} ms  p90 {t['p90']:6.1f}  min {t['min']:6.1f}  "
-                  f"over floor {t['over']:6.1f}", flush=True)
+                  f"over floor {t['over']:6.1f}  cpu {t['cpu']:6.1f}", flush=True)
 
         imp = subprocess.run([PY, "-X", "importtime", "-c", "import tc_git.hooks"], capture_output=True,
                              text=True, env=env()).stderr
@@ -178,13 +188,20 @@ def main() -> int:
         "process fed the event JSON on stdin (as Claude Code runs a command hook); wall time from spawn to exit. "
         f"Goal (issue 5): under {GOAL_MS} ms.",
         "",
-        "| case | median ms | p90 ms | min ms | over the floor, ms (paired median) | under 150 ms |",
-        "|---|---:|---:|---:|---:|---|",
+        "| case | wall median ms | wall p90 ms | wall min ms | over the floor, ms (paired median) | CPU median ms (user+sys) | under 150 ms |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for label, t, gated in rows:
-        mark = ("yes" if t["median"] < GOAL_MS else "**no**") if gated else "-"
-        lines.append(f"| {label} | {t['median']:.1f} | {t['p90']:.1f} | {t['min']:.1f} | {t['over']:.1f} | {mark} |")
+        mark = (("yes" if t["median"] < GOAL_MS else "**no**") + " / " + ("yes" if t["cpu"] < GOAL_MS else "**no**")
+                if gated else "-")
+        lines.append(f"| {label} | {t['median']:.1f} | {t['p90']:.1f} | {t['min']:.1f} | {t['over']:.1f} | "
+                     f"{t['cpu']:.1f} | {mark} |")
     lines += [
+        "",
+        "The last column judges the goal twice: by wall median / by CPU median. CPU time (the child's user + sys "
+        "from rusage, the detached worker excluded) is what the process costs on an idle machine; wall time also "
+        "holds waiting for a CPU, which dominates when the machine is loaded (see the load average above: "
+        "compare the floor's wall and CPU time).",
         "",
         f"- `import tc_git.hooks` itself: {self_us[0] / 1000 if self_us else float('nan'):.1f} ms cumulative "
         "(standard library only; no pygit2, no mcp until a handler needs the engine).",
@@ -196,8 +213,10 @@ def main() -> int:
         "package before parsing: not fit for a hook. The hook configurations therefore call `tc-hook` or "
         "`python -P -m tc_git.hooks` (what `tc hooks install` writes: the interpreter's absolute path, no PATH "
         "lookup and no version-manager shim, which alone adds ~150 ms under pyenv).",
-        "- The interpreter floor dominates the no-store cases: most of it is `site` (.pth files of the "
-        "environment, e.g. editable-install finders), not tc-git.",
+        "- The interpreter floor dominates the no-store cases: most of it is `site` running the environment's "
+        ".pth files (here the editable-install finder and a .pth that imports certifi), not tc-git.",
+        "- With an active task, SessionStart and PostToolUse load the engine: pygit2's import alone is ~120 ms "
+        "(its enums and settings, which imports ssl); the handoff itself takes ~5 ms once loaded.",
     ]
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
