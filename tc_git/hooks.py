@@ -249,7 +249,12 @@ def on_post_tool_use(event: dict, place: Place, agent: str) -> dict | None:
         return None
     call = tool_call_of(event, agent, place.root)
     e = _engine(place, agent, event.get("session_id"))
-    r = capture_linked(e, call, _title(call))
+    from .errors import TaskClosed
+
+    try:
+        r = capture_linked(e, call, _title(call))
+    except TaskClosed:  # a closed task records nothing more; not an error for the agent
+        return None
     log(place.store, f"PostToolUse {tool} {call.get('id', '-')}: "
                      + (f"drift {r['drift_id']} {str(r['commit'])[:10]}" if r.get("captured") else "no changes"))
     return None

@@ -385,3 +385,14 @@ def test_hooks_log_rotates(ws, monkeypatch):
     assert "line 19" in log.read_text()
     hooks.log(str(ws / "nowhere"), "never written")  # no store: no file, no error
     assert not (ws / "nowhere").exists()
+
+
+def test_post_tool_use_on_a_closed_task_is_quiet(ws):
+    from tc_git.engine import Engine
+
+    Engine(ws).save("done", close=True)
+    (ws / "src" / "a.py").write_text("after close\n")
+    ev = base(ws, "PostToolUse", tool_name="Edit", tool_use_id="toolu_c",
+              tool_input={"file_path": str(ws / "src" / "a.py")}, tool_response={})
+    r = run_hook(ev)
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
