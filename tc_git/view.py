@@ -508,13 +508,20 @@ def _json_script(elem_id: str, value) -> str:
     return f'<script type="application/json" id="{elem_id}">{text}</script>\n'
 
 
+# First thing in <head>: count CSP violations (a blocked request) into the DOM, for tests and
+# for anyone who wonders whether the page tried to reach out.
+WATCH_JS = ('(function(){var n=0;document.addEventListener("securitypolicyviolation",function(){n++;'
+            'document.documentElement.setAttribute("data-csp-violations",String(n));});})();')
+
+
 def render_html(page: dict, diffs: list) -> str:
     css = _asset("view.css")
     js = _asset("view.js")
-    digest = base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode()
-    # The hash pins the one script the page runs: browsers that know hashes then ignore
+    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(x.encode('utf-8')).digest()).decode()}'"
+                      for x in (WATCH_JS, js))
+    # The hashes pin the two scripts the page runs: browsers that know hashes then ignore
     # 'unsafe-inline', so even markup that slipped past escaping could not execute.
-    csp = (f"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline' 'sha256-{digest}'; "
+    csp = (f"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline' {hashes}; "
            "img-src data:; base-uri 'none'; form-action 'none'")
     title = html.escape(page.get("title") or "tc view", quote=True)
     parts = [
@@ -524,7 +531,7 @@ def render_html(page: dict, diffs: list) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n',
         '<meta name="color-scheme" content="light dark">\n',
         '<link rel="icon" href="data:,">\n',
-        f"<title>{title}</title>\n<style>{css}</style>\n</head>\n<body>\n",
+        f"<title>{title}</title>\n<style>{css}</style>\n<script>{WATCH_JS}</script>\n</head>\n<body>\n",
         '<header id="top"><div class="bar"><strong class="brand">tc view</strong>'
         '<input id="q" type="search" placeholder="Search (/)" aria-label="Search" autocomplete="off">'
         '<span id="count" aria-live="polite"></span></div><nav id="nav"></nav></header>\n',

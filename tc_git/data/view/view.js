@@ -2,11 +2,6 @@
   "use strict";
   // Every string from the data reaches the page through textContent / createTextNode only.
   var doc = document, root = doc.documentElement;
-  var violations = 0;
-  doc.addEventListener("securitypolicyviolation", function () {
-    violations++;
-    root.setAttribute("data-csp-violations", String(violations));
-  });
   var T0 = performance.now();
   var D = JSON.parse(doc.getElementById("tc-data").textContent);
   var T1 = performance.now();
