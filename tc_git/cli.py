@@ -223,6 +223,8 @@ def _load_extensions() -> None:
     """Optional layers add sub-commands; a missing or broken one never breaks the core CLI."""
     import importlib
 
+    if EXTENSIONS:
+        return  # already loaded (main() may run more than once in one process)
     for mod in ("tc_git.handoff_cli", "tc_git.trajectory_cli", "tc_git.view_cli", "tc_git.hooks_cli",
                 "tc_git.skill_cli"):
         try:
@@ -233,6 +235,11 @@ def _load_extensions() -> None:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["hook"]:  # hooks have a start-up budget: skip loading the other layers
+        from .hooks import main as hook_main
+
+        return hook_main(argv[1:])
     _load_extensions()
     args = build_parser().parse_args(argv)
     args.root = args.root or os.getcwd()

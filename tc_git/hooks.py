@@ -204,32 +204,8 @@ def _engine(place: Place, agent: str, session: str | None):
 
 
 def capture_linked(engine, call: dict, title: str) -> dict:
-    """`engine.capture()` with the tool call in the drift's note and a readable title.
-
-    Uses the engine's own parameters when it has them; otherwise the same steps as
-    `Engine.capture` with the extra note fields.
-    """
-    import inspect
-
-    params = inspect.signature(engine.capture).parameters
-    if "tool_call" in params:
-        kw = {"tool_call": call}
-        if "title" in params:
-            kw["title"] = title
-        return engine.capture(**kw)
-    from .errors import TaskClosed
-
-    engine._require_store()
-    with engine.store.lock():
-        tl = engine._timeline()
-        head = tl.head()
-        if head.kind == "close":
-            raise TaskClosed(f"task {tl.task_id} is closed: nothing to capture")
-        snap = engine._snapshot(head.record.get("task", {}))
-        if engine.repo[head.oid].tree_id == snap.tree:
-            return {"captured": False, "drift_id": None, "commit": None}
-        oid, drift_id, changed = engine._drift(tl, head, snap, title=title, tool_call=call)
-    return {"captured": True, "drift_id": drift_id, "commit": str(oid), "reads": changed["count"]}
+    """A drift whose note names the tool call that caused it, with a readable title."""
+    return engine.capture(title=title, tool_call=call)
 
 
 # ------------------------------------------------------------------------------- events
