@@ -1,0 +1,265 @@
+"""Core benchmark: tc-git vs the git CLI doing the same snapshot vs task-checkpoint-mcp 0.1.7.
+
+    python benchmarks/bench_core.py                      # 1k, 10k and 50k files (default)
+    python benchmarks/bench_core.py --sizes 1000,10000   # quicker
+    python benchmarks/bench_core.py --no-seed --out /tmp/core.md
+
+Each engine runs the same history on its own copy of the same deterministic workspace
+(benchmarks/common.py), in a fresh subprocess (so peak RSS is its own):
+first save, no-change save, 1-file save, 100-file save, resume, restore of the 100 changed
+files (apply). tc-git is called in-process (`Engine`), and its `tc` CLI wall time is measured
+too; the git CLI does `add -A` + `write-tree` + `commit-tree` + `update-ref` on a private
+GIT_DIR / GIT_INDEX_FILE; the seed is `tc.TaskCheckpoint` from the installed package with
+TC_WATCH/TC_GIT off. One run per figure, warm page cache: read the ratios.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from common import clean_env, dir_bytes, edit_files, ensure_seed, make_workspace  # noqa: E402
+
+OPS = ["first save", "no-change save", "1-file save", "100-file save", "resume", "restore 100 (apply)"]
+
+
+# ------------------------------------------------------------------------------------ workers
+def _t(fn):
+    t0 = time.perf_counter()
+    r = fn()
+    return time.perf_counter() - t0, r
+
+
+def worker_tcgit(root: Path, n: int) -> dict:
+    os.environ["TC_GIT"] = "off"
+    from tc_git.engine import Engine
+
+    e = Engine(root)
+    e.init("bench")
+    out = {}
+    out["first save"], _ = _t(lambda: e.save("s1"))
+    out["no-change save"], _ = _t(lambda: e.save("s2"))
+    edit_files(root, 1, "one", n)
+    out["1-file save"], _ = _t(lambda: e.save("s3"))
+    edit_files(root, 100, "hundred", n)
+    out["100-file save"], r = _t(lambda: e.save("s4"))
+    out["resume"], _ = _t(lambda: e.resume())
+    out["restore 100 (apply)"], r = _t(lambda: e.restore(index=3, apply=True))
+    assert r["plan"]["counts"]["to_replace"] == 100, r["plan"]["counts"]
+    out["store"] = dir_bytes(e.store.path)
+    return out
+
+
+def worker_git(root: Path, n: int) -> dict:
+    gitdir = root.parent / (root.name + "-gitdir")
+    env = clean_env(GIT_DIR=str(gitdir), GIT_WORK_TREE=str(root), GIT_INDEX_FILE=str(gitdir / "tc-index"),
+                    GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@x", GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@x")
+    subprocess.run(["git", "init", "-q", "--bare", str(gitdir)], check=True, env=clean_env())
+    subprocess.run(["git", "--git-dir", str(gitdir), "config", "core.bare", "false"], check=True)
+    parent = []
+
+    def git(*args) -> str:
+        return subprocess.run(["git", *args], check=True, env=env, capture_output=True, text=True).stdout.strip()
+
+    def save(title):
+        git("add", "-A")
+        tree = git("write-tree")
+        c = git("commit-tree", tree, *parent, "-m", title)
+        git("update-ref", "refs/checkpoints/bench", c)
+        parent[:] = ["-p", c]
+        return c
+
+    out = {}
+    commits = {}
+    out["first save"], commits[1] = _t(lambda: save("s1"))
+    out["no-change save"], commits[2] = _t(lambda: save("s2"))
+    edit_files(root, 1, "one", n)
+    out["1-file save"], commits[3] = _t(lambda: save("s3"))
+    edit_files(root, 100, "hundred", n)
+    out["100-file save"], commits[4] = _t(lambda: save("s4"))
+    out["resume"], _ = _t(lambda: git("status", "--porcelain"))  # "what is unsaved" is git's analogue
+    out["restore 100 (apply)"], _ = _t(lambda: git("checkout", commits[3], "--", "."))
+    out["store"] = dir_bytes(gitdir)
+    return out
+
+
+def worker_seed(root: Path, n: int) -> dict:
+    os.environ.update(TC_WATCH="off", TC_GIT="off")
+    if not ensure_seed():
+        raise SystemExit("task-checkpoint-mcp 0.1.7 is not installable here")
+    import tc as seed
+
+    t = seed.TaskCheckpoint(str(root))
+    t.init(str(root), "bench")
+    out = {}
+    out["first save"], _ = _t(lambda: t.save(str(root), "s1"))
+    out["no-change save"], _ = _t(lambda: t.save(str(root), "s2"))
+    edit_files(root, 1, "one", n)
+    out["1-file save"], _ = _t(lambda: t.save(str(root), "s3"))
+    edit_files(root, 100, "hundred", n)
+    out["100-file save"], _ = _t(lambda: t.save(str(root), "s4"))
+    out["resume"], _ = _t(lambda: t.resume(str(root)))
+    out["restore 100 (apply)"], _ = _t(lambda: t.restore(str(root), index=3, apply=True))
+    out["store"] = dir_bytes(root / ".checkpoints")
+    return out
+
+
+def run_worker(kind: str, root: Path, n: int) -> None:
+    fn = {"tcgit": worker_tcgit, "git": worker_git, "seed": worker_seed}[kind]
+    out = fn(root, n)
+    out["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["maxrss_children_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(json.dumps(out))
+
+
+def spawn_worker(kind: str, root: Path, n: int) -> dict:
+    r = subprocess.run([sys.executable, __file__, "--worker", kind, "--root", str(root), "--n", str(n)],
+                       capture_output=True, text=True, env=clean_env())
+    if r.returncode:
+        raise RuntimeError(f"{kind} worker failed at {n} files:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def cli_times(root: Path, n: int) -> dict:
+    """`tc` CLI wall time (process start-up included) on the tc-git workspace after its run."""
+    env = clean_env(TC_GIT="off")
+    tc = [sys.executable, "-c", "import sys; from tc_git.cli import main; sys.exit(main(sys.argv[1:]))"]
+
+    def run(*args):
+        t0 = time.perf_counter()
+        subprocess.run([*tc, "--json", "-C", str(root), *args], check=True, env=env, capture_output=True)
+        return time.perf_counter() - t0
+
+    out = {"no-change save": run("save", "cli0")}
+    edit_files(root, 1, "cli", n)
+    out["1-file save"] = run("save", "cli1")
+    out["resume"] = run("resume")
+    return out
+
+
+# ------------------------------------------------------------------------------------ report
+def fmt_s(x) -> str:
+    if x is None:
+        return "—"
+    return f"{x * 1000:.0f} ms" if x < 1 else f"{x:.2f} s"
+
+
+def fmt_mb(b) -> str:
+    return f"{b / (1 << 20):.1f} MB"
+
+
+def report(results: dict, sizes: list[int], seed: bool) -> tuple[str, list[tuple[str, bool, str]]]:
+    lines = []
+    for n in sizes:
+        r = results[n]
+        lines += [f"### {n:,} files", "",
+                  "| operation | tc-git (in-process) | `tc` CLI | git CLI | tc-git / git | seed 0.1.7 | seed / tc-git |",
+                  "|---|---|---|---|---|---|---|"]
+        for op in OPS:
+            ours, git = r["tcgit"][op], r["git"][op]
+            cli = r["cli"].get(op)
+            sd = r["seed"][op] if seed else None
+            lines.append(f"| {op} | {fmt_s(ours)} | {fmt_s(cli)} | {fmt_s(git)} | {ours / git:.2f}x | "
+                         f"{fmt_s(sd)} | {f'{sd / ours:.1f}x' if sd else '—'} |")
+        st = r["tcgit"]["store"]
+        lines.append(f"| store after the history (apparent / on disk) | {fmt_mb(st[0])} / {fmt_mb(st[1])} | | "
+                     f"{fmt_mb(r['git']['store'][0])} / {fmt_mb(r['git']['store'][1])} | | "
+                     + (f"{fmt_mb(r['seed']['store'][0])} / {fmt_mb(r['seed']['store'][1])} | "
+                        f"{r['seed']['store'][1] / st[1]:.1f}x |" if seed else "— | — |"))
+        lines.append(f"| peak RSS of the process | {r['tcgit']['maxrss_mb']:.0f} MB | | "
+                     f"{r['git']['maxrss_children_mb']:.0f} MB (largest git child) | | "
+                     + (f"{r['seed']['maxrss_mb']:.0f} MB | |" if seed else "— | |"))
+        lines.append("")
+    goals = []
+    big = max(sizes)
+    if 50_000 in results:
+        r = results[50_000]
+        for op in ("no-change save", "1-file save"):
+            ratio = r["tcgit"][op] / r["git"][op]
+            goals.append((f"50k: {op} within 1.5x of the git CLI", ratio <= 1.5, f"{ratio:.2f}x "
+                          f"({fmt_s(r['tcgit'][op])} vs {fmt_s(r['git'][op])})"))
+        t = r["tcgit"]["restore 100 (apply)"]
+        goals.append(("50k: restore of 100 changed files < 0.6 s", t < 0.6, fmt_s(t)))
+        m = r["tcgit"]["maxrss_mb"]
+        goals.append(("50k: peak RSS of the saving process < 150 MB", m < 150, f"{m:.0f} MB"))
+    if seed and 10_000 in results:
+        r = results[10_000]
+        for op in ("first save", "no-change save", "1-file save", "100-file save", "resume"):
+            ratio = r["seed"][op] / r["tcgit"][op]
+            goals.append((f"10k: {op} >= 20x faster than the seed", ratio >= 20, f"{ratio:.1f}x "
+                          f"({fmt_s(r['tcgit'][op])} vs {fmt_s(r['seed'][op])})"))
+    if seed:
+        r = results[big]
+        ours, theirs = r["tcgit"]["store"][1], r["seed"]["store"][1]
+        goals.append((f"{big // 1000}k: store <= half the seed's (on disk)", ours <= theirs / 2,
+                      f"{ours / theirs:.2f} of the seed's ({fmt_mb(ours)} vs {fmt_mb(theirs)})"))
+    return "\n".join(lines), goals
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1000,10000,50000")
+    ap.add_argument("--no-seed", action="store_true")
+    ap.add_argument("--out", default=str(HERE / "results" / "core.md"))
+    ap.add_argument("--worker")
+    ap.add_argument("--root")
+    ap.add_argument("--n", type=int)
+    args = ap.parse_args()
+    if args.worker:
+        run_worker(args.worker, Path(args.root), args.n)
+        return 0
+    sizes = [int(s) for s in args.sizes.split(",")]
+    seed = not args.no_seed and ensure_seed()
+    results = {}
+    tmp = Path(tempfile.mkdtemp(prefix="tc-bench-core-"))
+    try:
+        for n in sizes:
+            results[n] = {}
+            for kind in ("tcgit", "git") + (("seed",) if seed else ()):
+                root = tmp / f"{kind}-{n}"
+                make_workspace(root, n)
+                print(f"[{n}] {kind} ...", file=sys.stderr, flush=True)
+                results[n][kind] = spawn_worker(kind, root, n)
+                if kind == "tcgit":
+                    results[n]["cli"] = cli_times(root, n)
+                shutil.rmtree(root, ignore_errors=True)
+                shutil.rmtree(tmp / f"{kind}-{n}-gitdir", ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    table, goals = report(results, sizes, seed)
+    cpu = os.cpu_count()
+    try:
+        load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        load = "?"
+    text = "\n".join([
+        "# Core benchmark: tc-git vs git CLI vs task-checkpoint-mcp 0.1.7", "",
+        f"`python benchmarks/bench_core.py --sizes {args.sizes}` — {platform.platform()}, Python "
+        f"{platform.python_version()}, {cpu} CPUs, load average at the end {load}. One run per figure, "
+        "warm page cache, wall clock. Workspace: N source-like text files (100 per directory) + 4 MB of "
+        "binaries (benchmarks/common.py). History: first save, no-change save, 1-file save, 100-file save, "
+        "resume, restore of the 100 changed files. The `tc` CLI column includes Python start-up.", "",
+        table, "## Goals", "", "| goal | verdict | measured |", "|---|---|---|",
+        *[f"| {g} | {'PASS' if ok else 'FAIL'} | {m} |" for g, ok, m in goals], "",
+        "Store size compares bytes on disk (`st_blocks`) after the same history; the git CLI column is "
+        "loose objects, as `git add` leaves them.", "",
+    ])
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
