@@ -17,6 +17,7 @@ from pygit2.errors import check_error
 from pygit2.ffi import C
 from pygit2.utils import StrArray
 
+from . import mempack
 from .policy import Left, Policy
 
 # libgit2 messages when a file is rewritten (truncated, resized) while it is being read
@@ -45,7 +46,25 @@ class Snapshot:
 
 
 def take(repo: pygit2.Repository, policy: Policy, progress=None) -> Snapshot:
-    """Bring the private index up to date with the workspace and write its tree."""
+    """Bring the private index up to date with the workspace and write its tree.
+
+    The first snapshot (empty private index: every file is new) writes its objects into memory
+    and then as one pack (tc_git/mempack.py), on a private handle of the store so the in-memory
+    backend goes away with it; later snapshots write the few objects they need as loose files.
+    """
+    idx = repo.index
+    idx.read(False)
+    if len(idx) == 0 and mempack.available():
+        work = pygit2.Repository(repo.path, pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        work.workdir = repo.workdir
+        try:
+            return _take(work, policy, progress, mempack.MemPack(work))
+        finally:
+            work.free()
+    return _take(repo, policy, progress, None)
+
+
+def _take(repo: pygit2.Repository, policy: Policy, progress, pack) -> Snapshot:
     t0 = time.perf_counter()
     root = repo.workdir
     idx = repo.index
@@ -90,6 +109,8 @@ def take(repo: pygit2.Repository, policy: Policy, progress=None) -> Snapshot:
         if item.path in idx:
             idx.remove(item.path)
     tree = idx.write_tree()
+    if pack is not None:
+        pack.flush()  # objects on disk before the index that names them
     idx.write()
     return Snapshot(tree, sorted(left, key=lambda x: x.path), nested, seen[0], time.perf_counter() - t0)
 
