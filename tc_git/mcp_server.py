@@ -223,7 +223,79 @@ class ImportResult(_Out):
                                                             "head (a preview unless apply=true)")
 
 
+class SyncResult(_Out):
+    remote: str = Field(description="where refs were sent or fetched")
+    conflicts: dict[str, Any] = Field(default_factory=dict, description="refs left alone, and why")
+
+
+class Milestone(_Out):
+    name: str
+    event: str
+    session: str | None = None
+    code_commit: str | None = Field(None, description="code timeline commit of that moment")
+
+
+class RecordResult(_Out):
+    session: str = Field(description="<agent>-<session id>: refs/checkpoints/sessions/<session>/<branch>")
+    events: int
+    new_commits: int = Field(description="0 when this transcript was recorded before")
+    branches: dict[str, str]
+    tip: str | None = None
+    milestone: Milestone | None = None
+
+
+class SessionsResult(_Out):
+    sessions: list[dict[str, Any]]
+    milestones: list[Milestone]
+
+
+class EventsResult(_Out):
+    point: str
+    events: list[dict[str, Any]]
+    total: int
+    next_offset: int | None = None
+
+
+class CheckoutResult(_Out):
+    point: str
+    event: str
+    messages: list[dict[str, Any]]
+    total: int
+    code_commit: str | None = None
+    restore: dict[str, Any] | None = None
+
+
+class MarkdownResult(_Out):
+    point: str
+    bytes: int
+    markdown: str | None = None
+    path: str | None = None
+
+
+class BranchResult(_Out):
+    ref: str
+    at: str
+
+
+class TrajectoryDiffResult(_Out):
+    a: str
+    b: str
+    base: str | None = Field(None, description="last common event")
+    only_a: list[dict[str, Any]]
+    only_b: list[dict[str, Any]]
+    code: dict[str, Any] | None = Field(None, description="code diff between the linked snapshots")
+
+
+class ReplayResult(_Out):
+    point: str
+    mode: str
+
+
 RESULT_MODELS: dict[str, type[_Out]] = {
+    "tc_push": SyncResult, "tc_pull": SyncResult, "tc_record": RecordResult, "tc_sessions": SessionsResult,
+    "tc_milestone": Milestone, "tc_events": EventsResult, "tc_checkout": CheckoutResult,
+    "tc_markdown": MarkdownResult, "tc_branch": BranchResult, "tc_trajectory_diff": TrajectoryDiffResult,
+    "tc_replay": ReplayResult,
     "tc_init": InitResult, "tc_save": SaveResult, "tc_resume": ResumeResult, "tc_show": ShowResult,
     "tc_restore": RestoreResult, "tc_capture": CaptureResult, "tc_switch": SwitchResult,
     "tc_export": ExportResult, "tc_import": ImportResult, "tc_compress": CompressResult,
@@ -474,6 +546,7 @@ def _compact_optional(schema: dict) -> dict:
 # ------------------------------------------------------------------------------- tools
 Root = Annotated[str | None, Field(description="workspace directory; omitted: the client's MCP root, "
                                                "else the server's working directory")]
+Point = Annotated[str, Field(description="milestone name, <session>[/<branch>], or event commit id")]
 
 
 def _ann(title: str, read_only=False, destructive=False, idempotent=False) -> ToolAnnotations:
@@ -622,6 +695,90 @@ def build_server(watch: bool | None = None) -> TcServer:
         """Drop old drift records of the active task (never steps or restore points) and repack the
         store to free space."""
         return await run(ctx, "tc_compress", root, "compress", keep_seconds, minimum, maximum)
+
+    # -- git remotes (handoff layer)
+    @mcp.tool(annotations=_ann("Push checkpoints", idempotent=True))
+    async def tc_push(ctx: Context, root: Root = None,
+                      remote: Annotated[str | None, Field(description="remote name, URL or path; "
+                                                                     "default: the repo's origin")] = None) -> SyncResult:
+        """Send refs/checkpoints/* and the notes to a git remote. Rejections are reported as errors."""
+        return await run(ctx, "tc_push", root, "push", remote)
+
+    @mcp.tool(annotations=_ann("Pull checkpoints", idempotent=True))
+    async def tc_pull(ctx: Context, root: Root = None,
+                      remote: Annotated[str | None, Field(description="remote name, URL or path; "
+                                                                     "default: the repo's origin")] = None) -> SyncResult:
+        """Fetch refs/checkpoints/* and the notes from a git remote (notes are merged). Files are not changed."""
+        return await run(ctx, "tc_pull", root, "pull", remote)
+
+    # -- trajectory layer
+    @mcp.tool(annotations=_ann("Record the conversation", idempotent=True))
+    async def tc_record(
+        ctx: Context, root: Root = None,
+        transcript: Annotated[str | None, Field(description="transcript file (Claude Code/Codex .jsonl)")] = None,
+        steps: Annotated[list[dict[str, Any]] | None, Field(description="or the steps themselves: "
+                                                                        "[{role, content}] or tool-call steps")] = None,
+        milestone: Annotated[str | None, Field(description="name the recorded tip (links the code of now)")] = None,
+        session: Annotated[str | None, Field(description="session id for steps")] = None,
+    ) -> RecordResult:
+        """Record a conversation as git history, one commit per message/tool call/result (secrets
+        redacted). Recording again adds only new events. Give transcript or steps."""
+        return await run(ctx, "tc_record", root, "record", transcript=transcript, steps=steps,
+                         milestone=milestone, session=session)
+
+    @mcp.tool(annotations=_ann("List sessions and milestones", read_only=True, idempotent=True))
+    async def tc_sessions(ctx: Context, root: Root = None) -> SessionsResult:
+        """Read-only. Recorded sessions with their branches, and every milestone."""
+        return await run(ctx, "tc_sessions", root, "sessions", log_call=False)
+
+    @mcp.tool(annotations=_ann("Name a milestone", idempotent=True))
+    async def tc_milestone(ctx: Context, name: str, at: Point, root: Root = None, message: str = "",
+                           force: Annotated[bool, Field(description="move an existing milestone")] = False) -> Milestone:
+        """Name a moment of the conversation; it is linked to the code as it is now."""
+        return await run(ctx, "tc_milestone", root, "milestone", name, at, message, force)
+
+    @mcp.tool(annotations=_ann("Conversation log", read_only=True, idempotent=True))
+    async def tc_events(ctx: Context, point: Point, root: Root = None,
+                        limit: Annotated[int, Field(ge=1, le=200)] = 50,
+                        offset: Annotated[int, Field(ge=0)] = 0) -> EventsResult:
+        """Read-only. Events up to a point, newest first, one line each; paginated by offset."""
+        return await run(ctx, "tc_events", root, "trajectory_log", point, limit, offset, log_call=False)
+
+    @mcp.tool(annotations=_ann("Checkout a conversation point", destructive=True))
+    async def tc_checkout(ctx: Context, point: Point, root: Root = None,
+                          restore_code: Annotated[bool, Field(description="also restore the linked code")] = False,
+                          apply: Annotated[bool, Field(description="with restore_code: write files "
+                                                                   "(undoable); else preview")] = False) -> CheckoutResult:
+        """The conversation up to a milestone or event (last 200 messages). With restore_code, the code
+        of that moment through tc_restore (preview unless apply=true)."""
+        return await run(ctx, "tc_checkout", root, "checkout", point, restore_code, apply)
+
+    @mcp.tool(annotations=_ann("Export a conversation as Markdown", read_only=True, idempotent=True))
+    async def tc_markdown(ctx: Context, point: Point, root: Root = None,
+                          out: Annotated[str | None, Field(description="write to this file instead of "
+                                                                       "returning the text")] = None) -> MarkdownResult:
+        """Readable Markdown of a conversation: prompts, answers, tool calls, folded outputs, milestones."""
+        return await run(ctx, "tc_markdown", root, "export_markdown", point, out)
+
+    @mcp.tool(annotations=_ann("Branch a conversation"))
+    async def tc_branch(ctx: Context, name: str, at: Point, root: Root = None,
+                        session: str | None = None) -> BranchResult:
+        """A named fork of a conversation at an event."""
+        return await run(ctx, "tc_branch", root, "branch", name, at, session)
+
+    @mcp.tool(annotations=_ann("Diff two conversation points", read_only=True, idempotent=True))
+    async def tc_trajectory_diff(ctx: Context, a: Point, b: Point, root: Root = None) -> TrajectoryDiffResult:
+        """Read-only. Common ancestor, what each side said and did since, and the code diff of their
+        linked snapshots."""
+        return await run(ctx, "tc_trajectory_diff", root, "trajectory_diff", a, b, log_call=False)
+
+    @mcp.tool(annotations=_ann("Replay a conversation", read_only=True, idempotent=True))
+    async def tc_replay(ctx: Context, point: Point, root: Root = None,
+                        mode: Annotated[str, Field(description="messages: to seed a new session; code: code "
+                                                               "state per event; verify: re-apply recorded edits "
+                                                               "and compare")] = "messages") -> ReplayResult:
+        """Read-only. Walk a conversation from its start to a point."""
+        return await run(ctx, "tc_replay", root, "replay", point, mode, log_call=False)
 
     for tool in mcp._tool_manager.list_tools():
         _strip_titles(tool.parameters)

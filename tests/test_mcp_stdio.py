@@ -19,6 +19,9 @@ from conftest import clean_env, git, tree_state, write
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
               pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")]
 
+SEED_TOOLS = ["tc_init", "tc_save", "tc_resume", "tc_show", "tc_restore", "tc_capture", "tc_switch",
+              "tc_export", "tc_import", "tc_compress"]
+
 
 @pytest.fixture
 def anyio_backend():
@@ -53,7 +56,7 @@ async def test_seed_workflow_over_stdio(tmp_path):
     root = str(ws)
     async with stdio() as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
-        assert len(tools) == 10
+        assert len(tools) == 21 and list(tools)[:10] == SEED_TOOLS
 
         async def call(tool, /, **args):
             r = await c.call_tool(tool, args)
@@ -224,5 +227,5 @@ async def test_stdout_is_only_json_rpc_and_cli_flags(tmp_path):
     assert out[0]["result"]["serverInfo"]["name"] == "tc-git"
     assert out[1]["result"] == {}
     assert out[2]["result"]["isError"] is True and "does not exist" in out[2]["result"]["content"][0]["text"]
-    assert len(out[3]["result"]["tools"]) == 10
+    assert len(out[3]["result"]["tools"]) == 21
     assert p.stdout.read() == b""

@@ -1,0 +1,126 @@
+"""The trajectory and remote tools of tc-mcp through the in-memory client (real engine, real
+stores, real fixture transcripts): results match their output schemas, and bad input is an
+isError result while the server keeps answering."""
+from __future__ import annotations
+
+import os
+import subprocess
+
+import jsonschema
+import pytest
+from mcp import Client
+
+from tc_git.mcp_server import build_server
+
+from conftest import write
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
+              pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")]
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "transcripts")
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    for k in list(os.environ):
+        if k.startswith(("TC_", "GIT_")):
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("TC_GIT", "off")
+
+
+def fixture(name: str) -> str:
+    return os.path.abspath(os.path.join(FIXTURES, name))
+
+
+async def test_trajectory_tools_end_to_end(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    write(ws, "app.py", "v1\n")
+    server = build_server(watch=False)
+    async with Client(server, mode="legacy") as c:
+        schemas = {t.name: t.output_schema for t in (await c.list_tools()).tools}
+
+        async def ok(tool, **args):
+            r = await c.call_tool(tool, {"root": str(ws), **args})
+            assert not r.is_error, r.content[0].text
+            jsonschema.validate(r.structured_content, schemas[tool])
+            return r.structured_content
+
+        async def err(tool, **args):
+            r = await c.call_tool(tool, {"root": str(ws), **args})
+            assert r.is_error and r.structured_content["isError"], r
+            return r.structured_content["error"]
+
+        await ok("tc_init", name="conversation")
+        await ok("tc_save", title="v1")
+        rec = await ok("tc_record", transcript=fixture("claude-daaain-1.jsonl"), milestone="first")
+        assert rec["events"] == 12 and set(rec["branches"]) >= {"main"} and len(rec["branches"]) == 2
+        assert rec["milestone"]["code_commit"]  # linked to the code of that moment
+        again = await ok("tc_record", transcript=fixture("claude-daaain-1.jsonl"))
+        assert again["new_commits"] == 0 and again["branches"] == rec["branches"]
+
+        write(ws, "app.py", "v2\n")  # the code moves on; the next milestone captures it
+        steps = [{"role": "user", "content": "make it v2"}, {"role": "assistant", "content": "done: v2"}]
+        gen = await ok("tc_record", steps=steps, session="s2", milestone="second")
+        assert gen["events"] == 2 and gen["milestone"]["code_commit"] != rec["milestone"]["code_commit"]
+
+        listed = await ok("tc_sessions")
+        assert {m["name"] for m in listed["milestones"]} == {"first", "second"}
+        assert len(listed["sessions"]) == 2
+
+        ev = await ok("tc_events", point="first", limit=3)
+        assert ev["total"] == 10 and len(ev["events"]) == 3 and ev["next_offset"] == 3
+
+        md = await ok("tc_markdown", point="first")
+        assert "Start" in md["markdown"] and md["bytes"] > 100
+
+        br = await ok("tc_branch", name="try-again", at="first")
+        assert br["ref"].endswith("/try-again") and br["at"] == rec["milestone"]["event"]
+
+        d = await ok("tc_trajectory_diff", a="first", b="second")
+        assert d["base"] is None and d["code"]["files"] == [{"path": "app.py", "status": "M"}]
+
+        rp = await ok("tc_replay", point="second")
+        assert [m["role"] for m in rp["messages"]] == ["user", "assistant"]
+
+        co = await ok("tc_checkout", point="first", restore_code=True)
+        assert co["restore"]["applied"] is False and co["restore"]["plan"]["to_replace"] == ["app.py"]
+        assert (ws / "app.py").read_text() == "v2\n"  # preview only
+        co = await ok("tc_checkout", point="first", restore_code=True, apply=True)
+        assert (ws / "app.py").read_text() == "v1\n" and co["restore"]["recovered"]
+
+        assert "no milestone, session or event" in await err("tc_events", point="nope")
+        assert "exactly one of transcript" in await err("tc_record")
+        assert "not in a git repository" in await err("tc_push")
+        await c.send_ping()
+
+
+async def test_push_and_pull_through_a_bare_remote(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    write(ws, "f", "1\n")
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    async with Client(build_server(watch=False), mode="legacy") as c:
+        async def ok(tool, root, **args):
+            r = await c.call_tool(tool, {"root": str(root), **args})
+            assert not r.is_error, r.content[0].text
+            return r.structured_content
+
+        t = (await ok("tc_init", ws, name="shared"))["task_id"]
+        await ok("tc_save", ws, title="one")
+        await ok("tc_push", ws, remote=str(remote))
+        refs = subprocess.run(["git", "--git-dir", str(remote), "for-each-ref", "--format=%(refname)"],
+                              capture_output=True, text=True, check=True).stdout.split()
+        assert f"refs/checkpoints/tasks/{t}/head" in refs and "refs/notes/checkpoints" in refs
+        other = tmp_path / "other"
+        other.mkdir()
+        await ok("tc_pull", other, remote=str(remote))
+        assert f"refs/checkpoints/tasks/{t}/head" in subprocess.run(
+            ["git", "--git-dir", str(other / ".checkpoints"), "for-each-ref", "--format=%(refname)"],
+            capture_output=True, text=True, check=True).stdout.split()
