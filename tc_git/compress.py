@@ -68,7 +68,7 @@ def compress_task(store, tl: Timeline, keep_seconds: int, minimum: int, maximum:
             _remove_note(repo, e.oid)
             parent = new
         repo.references[tl.ref].set_target(parent, "tc: compress")
-    freed_by_pack = repack(store, progress)
+    freed_by_pack = repack(store, progress) if drop or _untidy(store) else 0
     after = _dir_bytes(os.path.join(store.path, "objects"))
     return {"converted": converted, "eligible": len(droppable), "already_gone": 0,
             "bytes_freed": max(0, before - after), "bytes_before": before, "bytes_after": after,
@@ -117,6 +117,16 @@ def reachable(repo) -> set:
             elif entry.filemode != pygit2.enums.FileMode.COMMIT:
                 seen.add(entry.id)
     return seen
+
+
+def _untidy(store) -> bool:
+    """Loose objects, or more than one pack: a repack has something to do."""
+    objects = os.path.join(store.path, "objects")
+    if any(len(d) == 2 and os.listdir(os.path.join(objects, d)) for d in os.listdir(objects)
+           if all(ch in "0123456789abcdef" for ch in d)):
+        return True
+    pack_dir = os.path.join(objects, "pack")
+    return os.path.isdir(pack_dir) and sum(f.endswith(".pack") for f in os.listdir(pack_dir)) > 1
 
 
 def repack(store, progress=None) -> int:
