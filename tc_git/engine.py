@@ -79,8 +79,8 @@ class Engine:
             return "closed"
         return "open" if self.store.active_task() == tl.task_id else "suspended"
 
-    def _snapshot(self, task: dict) -> snapshot_mod.Snapshot:
-        """Snapshot the workspace under the task's exclude patterns."""
+    def _snapshot(self, task: dict, paths=None) -> snapshot_mod.Snapshot:
+        """Snapshot the workspace under the task's exclude patterns (only `paths`, if given)."""
         store_rel = None
         if self.store.inside_workspace() and self.store.path.resolve() != self.root / ".checkpoints":
             store_rel = self.store.path.resolve().relative_to(self.root).as_posix()
@@ -103,7 +103,7 @@ class Engine:
             if gone:
                 idx.write()
         self.policy.large_cache = self.store.read_json("large-files.json", {})
-        snap = snapshot_mod.take(self.repo, self.policy, self.progress)
+        snap = snapshot_mod.take(self.repo, self.policy, self.progress, paths)
         if any(x.why == "large" for x in snap.left):
             keep = {k: v for k, v in self.policy.large_cache.items()
                     if any(k.startswith(x.path + "\0") for x in snap.left)}
@@ -461,7 +461,13 @@ class Engine:
             # 2. files, one atomic replace at a time
             failed = restore_mod.apply_plan(self.repo, plan)
             # 3. what is on disk now, as the restore commit
-            after = self._snapshot(head.record.get("task", {}))
+            # only what the plan touched can differ from `snap`: a full walk again costs ~0.2 s at 50k
+            touched = plan.to_delete + [p for p, _o, _m in plan.to_write + plan.to_replace]
+            after = self._snapshot(head.record.get("task", {}), paths=touched) if touched else snap
+            if after.partial:  # the other uncaptured paths are as `snap` found them
+                keep = set(touched)
+                after.left = sorted([x for x in snap.left if x.path not in keep] + after.left, key=lambda x: x.path)
+                after.nested = snap.nested
             h = tl.head()
             step = target.step if target.kind == "step" else target.step
             rec = self._record(tl, h, step=step, target={"id": target.id, "commit": str(target.oid)},

@@ -35,6 +35,7 @@ class Snapshot:
     nested: dict[str, str | None] = field(default_factory=dict)  # nested repo path -> its HEAD
     changed: int = 0  # paths whose index entry the walk added, updated or removed
     seconds: float = 0.0
+    partial: bool = False  # only the given paths were refreshed (`left`/`nested` cover just those)
 
     def note(self, cap: int = 500) -> dict:
         """What the commit's note records about paths that are not file content."""
@@ -45,12 +46,14 @@ class Snapshot:
         return out
 
 
-def take(repo: pygit2.Repository, policy: Policy, progress=None) -> Snapshot:
+def take(repo: pygit2.Repository, policy: Policy, progress=None, paths=None) -> Snapshot:
     """Bring the private index up to date with the workspace and write its tree.
 
     The first snapshot (empty private index: every file is new) writes its objects into memory
     and then as one pack (tc_git/mempack.py), on a private handle of the store so the in-memory
     backend goes away with it; later snapshots write the few objects they need as loose files.
+    `paths` (workspace paths) refreshes only those entries: after a restore only the paths it
+    wrote or deleted can differ from the snapshot taken just before.
     """
     idx = repo.index
     idx.read(False)
@@ -61,7 +64,38 @@ def take(repo: pygit2.Repository, policy: Policy, progress=None) -> Snapshot:
             return _take(work, policy, progress, mempack.MemPack(work))
         finally:
             work.free()
+    if paths:
+        try:
+            return _update(repo, policy, paths)
+        except (pygit2.GitError, OSError, ValueError, TypeError, KeyError):
+            pass  # an odd entry (a name pygit2 cannot encode, a file turned directory): walk it all
     return _take(repo, policy, progress, None)
+
+
+def _update(repo: pygit2.Repository, policy: Policy, paths) -> Snapshot:
+    """Refresh just `paths` in the private index (git_index_add_all walks the whole workspace
+    even when given a path list), then write the tree."""
+    t0 = time.perf_counter()
+    root = repo.workdir
+    idx = repo.index
+    idx.read(False)
+    left: list[Left] = []
+    for rel in paths:
+        full = os.path.join(root, rel)
+        if not os.path.lexists(full):
+            if rel in idx:
+                idx.remove(rel)
+            continue
+        verdict = policy.classify(root, rel)
+        if verdict is not None:
+            left.append(verdict)
+            if rel in idx:
+                idx.remove(rel)
+            continue
+        idx.add(rel)  # stats, hashes and writes the blob (links stay links)
+    tree = idx.write_tree()
+    idx.write()
+    return Snapshot(tree, left, {}, len(paths), time.perf_counter() - t0, partial=True)
 
 
 def _take(repo: pygit2.Repository, policy: Policy, progress, pack) -> Snapshot:

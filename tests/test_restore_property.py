@@ -136,10 +136,13 @@ def _restore_and_undo(e: Engine, root: bytes, index: int, expected: dict) -> Non
     assert r["plan"]["unrestorable"] == []
     got = _state(root)
     assert got == expected, _explain(got, expected)
+    # the restore commit records exactly what is on disk: a full snapshot finds nothing new
+    assert e.capture()["captured"] is False, "restore commit differs from the workspace"
     u = e.restore(drift_id=r["recovered"], apply=True)
     assert u["failed"] == [], u
     got = _state(root)
     assert got == pre, "undo must give back the pre-restore tree: " + _explain(got, pre)
+    assert e.capture()["captured"] is False, "undo commit differs from the workspace"
 
 
 def _explain(got: dict, want: dict) -> str:
