@@ -122,6 +122,8 @@ class Engine:
             return None
 
     def _files_changed(self, old_tree, new_tree, cap: int = MAX_LIST) -> dict:
+        if old_tree is not None and old_tree.id == new_tree.id:
+            return {"count": 0, "files": []}  # libgit2 walks identical trees (~50 ms at 50k files)
         if old_tree is None:
             old_tree = self.repo[EMPTY_TREE_HEX] if EMPTY_TREE_HEX in self.repo else None
         if old_tree is None:
