@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import resource
+import statistics
 import shutil
 import subprocess
 import sys
@@ -41,22 +42,43 @@ def _t(fn):
     return time.perf_counter() - t0, r
 
 
+REPEAT = 3  # no-change and 1-file saves: median of 3 (each a new step); restore goes back 100 files
+
+
+def history(root: Path, n: int, save, resume, restore) -> dict:
+    """The same history for every engine; `save(title)`, `restore(step)` are the engine's calls.
+
+    Steps: 1 first save, 2-4 no-change saves, 5-7 one-file saves, 8 the 100-file save; the
+    restore goes back to step 7 (the 100 files change back)."""
+    out = {}
+    out["first save"], _ = _t(lambda: save("s1"))
+    out["no-change save"] = statistics.median(_t(lambda: save(f"nc{k}"))[0] for k in range(REPEAT))
+    times = []
+    for k in range(REPEAT):
+        edit_files(root, 1, f"one{k}", n)
+        times.append(_t(lambda: save(f"one{k}"))[0])
+    out["1-file save"] = statistics.median(times)
+    edit_files(root, 100, "hundred", n)
+    out["100-file save"], _ = _t(lambda: save("s100"))
+    out["resume"], _ = _t(resume)
+    out["restore 100 (apply)"], _ = _t(lambda: restore(1 + 2 * REPEAT))
+    return out
+
+
 def worker_tcgit(root: Path, n: int) -> dict:
     os.environ["TC_GIT"] = "off"
     from tc_git.engine import Engine
 
     e = Engine(root)
     e.init("bench")
-    out = {}
-    out["first save"], _ = _t(lambda: e.save("s1"))
-    out["no-change save"], _ = _t(lambda: e.save("s2"))
-    edit_files(root, 1, "one", n)
-    out["1-file save"], _ = _t(lambda: e.save("s3"))
-    edit_files(root, 100, "hundred", n)
-    out["100-file save"], r = _t(lambda: e.save("s4"))
-    out["resume"], _ = _t(lambda: e.resume())
-    out["restore 100 (apply)"], r = _t(lambda: e.restore(index=3, apply=True))
-    assert r["plan"]["counts"]["to_replace"] == 100, r["plan"]["counts"]
+    restored = {}
+
+    def restore(step):
+        r = e.restore(index=step, apply=True)
+        restored.update(r["plan"]["counts"])
+
+    out = history(root, n, lambda t: e.save(t), lambda: e.resume(), restore)
+    assert restored["to_replace"] == 100, restored
     out["store"] = dir_bytes(e.store.path)
     return out
 
@@ -80,16 +102,12 @@ def worker_git(root: Path, n: int) -> dict:
         parent[:] = ["-p", c]
         return c
 
-    out = {}
-    commits = {}
-    out["first save"], commits[1] = _t(lambda: save("s1"))
-    out["no-change save"], commits[2] = _t(lambda: save("s2"))
-    edit_files(root, 1, "one", n)
-    out["1-file save"], commits[3] = _t(lambda: save("s3"))
-    edit_files(root, 100, "hundred", n)
-    out["100-file save"], commits[4] = _t(lambda: save("s4"))
-    out["resume"], _ = _t(lambda: git("status", "--porcelain"))  # "what is unsaved" is git's analogue
-    out["restore 100 (apply)"], _ = _t(lambda: git("checkout", commits[3], "--", "."))
+    commits = []
+
+    def restore(step):
+        git("checkout", commits[step - 1], "--", ".")
+
+    out = history(root, n, lambda t: commits.append(save(t)), lambda: git("status", "--porcelain"), restore)
     out["store"] = dir_bytes(gitdir)
     return out
 
@@ -102,15 +120,8 @@ def worker_seed(root: Path, n: int) -> dict:
 
     t = seed.TaskCheckpoint(str(root))
     t.init(str(root), "bench")
-    out = {}
-    out["first save"], _ = _t(lambda: t.save(str(root), "s1"))
-    out["no-change save"], _ = _t(lambda: t.save(str(root), "s2"))
-    edit_files(root, 1, "one", n)
-    out["1-file save"], _ = _t(lambda: t.save(str(root), "s3"))
-    edit_files(root, 100, "hundred", n)
-    out["100-file save"], _ = _t(lambda: t.save(str(root), "s4"))
-    out["resume"], _ = _t(lambda: t.resume(str(root)))
-    out["restore 100 (apply)"], _ = _t(lambda: t.restore(str(root), index=3, apply=True))
+    out = history(root, n, lambda title: t.save(str(root), title), lambda: t.resume(str(root)),
+                  lambda step: t.restore(str(root), index=step, apply=True))
     out["store"] = dir_bytes(root / ".checkpoints")
     return out
 
@@ -248,8 +259,9 @@ def main() -> int:
         f"`python benchmarks/bench_core.py --sizes {args.sizes}` — {platform.platform()}, Python "
         f"{platform.python_version()}, {cpu} CPUs, load average at the end {load}. One run per figure, "
         "warm page cache, wall clock. Workspace: N source-like text files (100 per directory) + 4 MB of "
-        "binaries (benchmarks/common.py). History: first save, no-change save, 1-file save, 100-file save, "
-        "resume, restore of the 100 changed files. The `tc` CLI column includes Python start-up.", "",
+        "binaries (benchmarks/common.py). History: first save, 3 no-change saves, 3 one-file saves (median "
+        "of 3 shown), a 100-file save, resume (git CLI: `status --porcelain`), restore of the 100 changed "
+        "files (git CLI: `checkout <commit> -- .`). The `tc` CLI column includes Python start-up.", "",
         table, "## Goals", "", "| goal | verdict | measured |", "|---|---|---|",
         *[f"| {g} | {'PASS' if ok else 'FAIL'} | {m} |" for g, ok, m in goals], "",
         "Store size compares bytes on disk (`st_blocks`) after the same history; the git CLI column is "
