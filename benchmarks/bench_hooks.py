@@ -32,9 +32,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-FIXTURE = Path("/work/shared/fixtures/transcripts/claude-drmaciver-2.jsonl")
-if not FIXTURE.exists():
-    FIXTURE = HERE.parent.parent / "shared" / "fixtures" / "transcripts" / "claude-drmaciver-2.jsonl"
+FIXTURE = HERE.parent / "tests" / "fixtures" / "transcripts" / "claude-drmaciver-2.jsonl"
 PY = sys.executable
 GOAL_MS = 150
 

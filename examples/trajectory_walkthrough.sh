@@ -6,13 +6,12 @@
 #   examples/trajectory_walkthrough.sh [transcript.jsonl]
 #
 # Needs tc-git installed (`tc` on PATH, or TC="python -m ..."), git, and a fixture transcript
-# (default: ../shared/fixtures/transcripts/claude-daaain-1.jsonl, a session with a rewind and a
+# (default: tests/fixtures/transcripts/claude-daaain-1.jsonl, a session with a rewind and a
 # compaction). Works in a scratch directory it deletes at the end (KEEP=1 keeps it).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
-FIXTURES="${TC_FIXTURES:-$HERE/../../shared/fixtures/transcripts}"
-[ -d "$FIXTURES" ] || FIXTURES=/work/shared/fixtures/transcripts
+FIXTURES="${TC_FIXTURES:-$HERE/../tests/fixtures/transcripts}"
 TRANSCRIPT="${1:-$FIXTURES/claude-daaain-1.jsonl}"
 TC="${TC:-tc}"
 PY="${PYTHON:-$(command -v python3 || command -v python)}"

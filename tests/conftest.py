@@ -18,6 +18,9 @@ from pathlib import Path
 import pytest
 
 # The `tc` console script, independent of PATH (`python -m tc_git` is the MCP server).
+# Real agent transcripts (MIT; provenance in tests/fixtures/transcripts/SOURCES.md)
+TRANSCRIPTS = Path(__file__).resolve().parent / "fixtures" / "transcripts"
+
 TC = [sys.executable, "-c", "import sys; from tc_git.cli import main; sys.exit(main(sys.argv[1:]))"]
 
 

@@ -17,9 +17,7 @@ import pytest
 
 from conftest import clean_env, fsck, git
 
-FIXTURES = Path(os.environ.get("TC_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "transcripts"))
-if not FIXTURES.is_dir():
-    FIXTURES = Path("/work/shared/fixtures/transcripts")
+from conftest import TRANSCRIPTS as FIXTURES
 CLAUDE_FIXTURE = FIXTURES / "claude-drmaciver-1.jsonl"
 CODEX_FIXTURE = FIXTURES / "codex-agentsessions-1.jsonl"
 HOOK = [sys.executable, "-P", "-m", "tc_git.hooks"]

@@ -17,7 +17,7 @@ from conftest import write
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
               pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")]
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "transcripts")
+from conftest import TRANSCRIPTS as FIXTURES  # noqa: E402
 
 
 @pytest.fixture

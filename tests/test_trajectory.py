@@ -20,7 +20,7 @@ import pytest
 from tc_git import trajectory as T
 from tc_git.store import Store
 
-FIXTURES = Path("/work/shared/fixtures/transcripts")
+from conftest import TRANSCRIPTS as FIXTURES  # noqa: E402
 
 # file -> (events, branch names with fork ids masked, call/result pairs on one chain)
 EXPECTED = {

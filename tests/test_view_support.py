@@ -16,9 +16,7 @@ import time
 from pathlib import Path
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "transcripts"
-if not FIXTURES.exists():
-    FIXTURES = Path("/work/shared/fixtures/transcripts")
+from conftest import TRANSCRIPTS as FIXTURES  # noqa: E402
 
 SCRIPT_TEXT = "<script>alert(1)</script>"
 FAKE_KEY = "AKIAQWERTYUIOPASDFGH"  # matches the AWS access-key rule, belongs to nobody
