@@ -172,3 +172,23 @@ def engine(ws):
 def no_git_export(monkeypatch):
     """TC_GIT=off: no export of refs into the user's repository (handoff layer)."""
     monkeypatch.setenv("TC_GIT", "off")
+
+
+@pytest.fixture(scope="session")
+def seed_tc():
+    """task-checkpoint-mcp 0.1.7's core module `tc`, installed into a private directory (never
+    into the test environment: its `tc-mcp` script would replace ours)."""
+    import importlib
+
+    target = Path(os.path.expanduser("~/.cache/tc-git-test/task-checkpoint-mcp-0.1.7"))
+    if not (target / "tc.py").exists():
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+                            "task-checkpoint-mcp==0.1.7"], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"task-checkpoint-mcp 0.1.7 could not be installed: {r.stderr.strip()[-300:]}")
+    sys.path.insert(0, str(target))
+    try:
+        sys.modules.pop("tc", None)
+        return importlib.import_module("tc")
+    finally:
+        sys.path.remove(str(target))

@@ -332,10 +332,8 @@ def test_tampered_bundles_are_refused_with_nothing_written(world, tmp_path):
     assert not list((a.store.path / "tc").glob("quarantine-*"))
 
 
-def test_seed_handoff_directory_is_migrated(tmp_path):
-    seed = pytest.importorskip("tc")  # task-checkpoint-mcp 0.1.7
-    if not hasattr(seed, "TaskCheckpoint"):
-        pytest.skip("task-checkpoint-mcp is not installed")
+def test_seed_handoff_directory_is_migrated(tmp_path, seed_tc):
+    seed = seed_tc  # task-checkpoint-mcp 0.1.7
 
     src = tmp_path / "seedws"
     src.mkdir()
