@@ -206,6 +206,29 @@ def _notes_map(repo, commit_oid) -> dict[str, pygit2.Oid]:
     return out
 
 
+def notes_for(repo: pygit2.Repository, tips, notes_tip) -> pygit2.Oid:
+    """A parentless notes commit holding only the notes of commits reachable from `tips`.
+
+    A bundle carries it as refs/notes/checkpoints; importing merges it (union) into the notes
+    there, so nothing is lost, and nothing of other tasks leaves the store.
+    """
+    want: set[str] = set()
+    stack = [_oid(t) for t in tips]
+    while stack:
+        oid = stack.pop()
+        h = str(oid)
+        if h in want:
+            continue
+        want.add(h)
+        stack.extend(repo[oid].parent_ids)
+    tb = repo.TreeBuilder()
+    for name, blob in sorted(_notes_map(repo, notes_tip).items()):
+        if name in want:
+            tb.insert(name, blob, FileMode.BLOB)
+    sig = signature()
+    return repo.create_commit(None, sig, sig, "Notes of the exported history (tc-git)\n", tb.write(), [])
+
+
 def merge_notes(repo: pygit2.Repository, ours, theirs) -> tuple[pygit2.Oid, str]:
     """Integrate two notes tips: fast-forward when one contains the other, else a merge commit
     whose tree is the union of both (on the same annotated object, ours wins)."""
@@ -463,6 +486,8 @@ def export(engine, to, since=None, task_id: str | None = None) -> dict:
     with engine.store.lock():
         repo = engine.repo
         refs = task_refs(repo, tl.task_id)
+        if NOTES_REF in refs:  # only this task's notes travel: others' titles and paths stay home
+            refs[NOTES_REF] = notes_for(repo, [v for k, v in refs.items() if k != NOTES_REF], refs[NOTES_REF])
         prereqs: list[str] = []
         if since:
             sp = Path(os.path.expanduser(str(since))).resolve()

@@ -483,3 +483,31 @@ def test_linked_session_and_milestone_travel_with_the_task(world, tmp_path):
     b = Engine(wb)
     b.import_(x["path"])
     assert milestones.get_milestone(b.repo, "tests-green").code_commit == str(head)
+
+
+def test_bundle_carries_only_the_exported_tasks_notes(tmp_path, monkeypatch):
+    monkeypatch.setenv("TC_GIT", "off")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    write(ws, "a.txt", "a\n")
+    e = Engine(ws)
+    other = e.init("private other task")["task_id"]
+    e.save("secret plan for the other task")
+    mine = e.init("shared task")["task_id"]
+    write(ws, "b.txt", "b\n")
+    e.save("shared step")
+    out = tmp_path / "out"
+    out.mkdir()
+    b = Path(e.export(out)["path"])
+    clone = tmp_path / "clone.git"
+    g("init", "-q", "--bare", str(clone))
+    g("--git-dir", str(clone), "fetch", "-q", str(b), "refs/checkpoints/*:refs/checkpoints/*",
+      "refs/notes/*:refs/notes/*")
+    notes = g("--git-dir", str(clone), "log", "--notes=checkpoints", "--format=%N",
+              f"refs/checkpoints/tasks/{mine}/head")
+    assert "shared step" in notes
+    everything = g("--git-dir", str(clone), "cat-file", "--batch-all-objects", "--batch")
+    assert "secret plan for the other task" not in everything and other not in everything
+    # the exporting store keeps all its notes
+    assert "secret plan" in g("--git-dir", str(ws / ".checkpoints"), "log", "--notes=checkpoints", "--format=%N",
+                              f"refs/checkpoints/tasks/{other}/head")
