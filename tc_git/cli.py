@@ -260,7 +260,12 @@ def main(argv=None) -> int:
         return 130
     progress.close()
     if args.json:
-        print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
+        text = json.dumps(result, indent=2, ensure_ascii=False, default=str)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a non-UTF-8 file name (surrogate escapes): keep the JSON valid
+            text = json.dumps(result, indent=2, ensure_ascii=True, default=str)
+        print(text)
     else:
         human = getattr(args, "human", None)
         text = human(result) if human else _human(args.cmd, result)
