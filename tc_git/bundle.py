@@ -20,13 +20,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pygit2
 
+from . import libgit2 as lg2
 from .errors import BadInput, Unavailable
 
 SIG_V2 = b"# v2 git bundle\n"
@@ -36,75 +36,9 @@ CHUNK = 4 << 20
 MAX_HEADER = 16 << 20
 
 
-# ---------------------------------------------------------------------------- libgit2 via ctypes
-class _GitBuf(ctypes.Structure):
-    _fields_ = [("ptr", ctypes.c_void_p), ("reserved", ctypes.c_size_t), ("size", ctypes.c_size_t)]
-
-
-class _GitError(ctypes.Structure):
-    _fields_ = [("message", ctypes.c_char_p), ("klass", ctypes.c_int)]
-
-
-class _Progress(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint) for n in ("total_objects", "indexed_objects", "received_objects",
-                                              "local_objects", "total_deltas", "indexed_deltas")] + [
-        ("received_bytes", ctypes.c_size_t)]
-
-
-_APPEND = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(_Progress))
-_COMMIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_Progress))
-_FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-
-
-class _WritePack(ctypes.Structure):
-    _fields_ = [("backend", ctypes.c_void_p), ("append", _APPEND), ("commit", _COMMIT), ("free", _FREE)]
-
-
-_LIB = None
-
-
-def _lib():
-    """The libgit2 that pygit2 loaded, or None when its file cannot be found."""
-    global _LIB
-    if _LIB is None:
-        base = os.path.dirname(pygit2.__file__)
-        cands = (glob.glob(os.path.join(base, os.pardir, "pygit2.libs", "libgit2-*.so*"))
-                 + glob.glob(os.path.join(base, ".dylibs", "libgit2*.dylib"))
-                 + glob.glob(os.path.join(base, "git2*.dll")))
-        if not cands or pygit2.LIBGIT2_VER[:2] != (1, 9):
-            _LIB = False
-        else:
-            try:
-                lg = ctypes.CDLL(cands[0])
-                lg.git_error_last.restype = ctypes.POINTER(_GitError)
-                lg.git_packbuilder_object_count.restype = ctypes.c_size_t
-                _LIB = lg
-            except OSError:
-                _LIB = False
-    return _LIB or None
-
-
-def available() -> bool:
-    return _lib() is not None
-
-
-class GitCallError(Exception):
-    pass
-
-
-def _chk(rc: int) -> None:
-    if rc < 0:
-        err = _lib().git_error_last()
-        msg = err.contents.message.decode("utf-8", "replace") if err and err.contents.message else f"error {rc}"
-        raise GitCallError(msg)
-
-
-def _repo_ptr(repo: pygit2.Repository):
-    return ctypes.c_void_p(int.from_bytes(repo._pointer, sys.byteorder))
-
-
-def _raw(oid) -> ctypes.c_char_p:
-    return ctypes.c_char_p(pygit2.Oid(hex=str(oid)).raw)
+# libgit2 through ctypes (tc_git/libgit2.py)
+_lib, available, GitCallError, _chk = lg2.lib, lg2.available, lg2.GitCallError, lg2.check
+_repo_ptr, _raw, _GitBuf = lg2.repo_ptr, lg2.raw_oid, lg2.Buf
 
 
 def _packbuilder(repo, tips, hides):
@@ -328,25 +262,10 @@ def index_pack(qrepo: pygit2.Repository, path: Path, offset: int) -> int:
     pack is corrupt or truncated."""
     if not available():
         return _index_pack_cli(qrepo, path, offset)
-    lg = _lib()
-    odb = ctypes.c_void_p()
-    _chk(lg.git_repository_odb(ctypes.byref(odb), _repo_ptr(qrepo)))
-    wp = ctypes.POINTER(_WritePack)()
-    st = _Progress()
     try:
-        _chk(lg.git_odb_write_pack(ctypes.byref(wp), odb, None, None))
-        try:
-            try:
-                for chunk in _chunks(path, offset):
-                    _chk(wp.contents.append(wp, ctypes.c_char_p(chunk), len(chunk), ctypes.byref(st)))
-                _chk(wp.contents.commit(wp, ctypes.byref(st)))
-            except GitCallError as e:
-                raise BadInput(f"{path}: the pack is corrupt or truncated ({e})") from None
-        finally:
-            wp.contents.free(wp)
-    finally:
-        lg.git_odb_free(odb)
-    return st.total_objects
+        return lg2.write_pack(qrepo, ((ctypes.c_char_p(c), len(c)) for c in _chunks(path, offset)))
+    except GitCallError as e:
+        raise BadInput(f"{path}: the pack is corrupt or truncated ({e})") from None
 
 
 def _index_pack_cli(qrepo, path: Path, offset: int) -> int:

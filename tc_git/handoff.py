@@ -34,8 +34,8 @@ import pygit2
 from pygit2.enums import FileMode, ObjectType
 
 from . import bundle as bundle_mod
-from .errors import BadInput, Conflict, NotFound, TaskClosed, TcError, Unavailable
-from .store import IDENTITY, Store, atomic_write
+from .errors import BadInput, Conflict, NotFound, TaskClosed, Unavailable
+from .store import Store, atomic_write
 from .timeline import NOTES_REF, TASK_ID_RE, TASKS_PREFIX, Timeline, entry_of, head_ref, signature
 
 CHECKPOINTS = "refs/checkpoints/"
@@ -451,7 +451,7 @@ def handoff_markdown(info: dict, bundle: Path, refs: dict, incremental: bool) ->
         f"# Handoff: {info.get('name') or info['task_id']}", "",
         "```", info.get("handoff", "").rstrip(), "```", "",
         "## Continue from here", "",
-        f"With tc-git, in the workspace that should take over (any path):", "",
+        "With tc-git, in the workspace that should take over (any path):", "",
         "```", f"tc import {name}            # preview: what the workspace would become",
         f"tc import {name} --apply    # bring the files to the imported head (undoable)", "```", "",
         "Without tc-git, any git (2.x) can read it:", "",

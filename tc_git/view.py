@@ -14,7 +14,6 @@ import base64
 import hashlib
 import html
 import json
-import re
 import time
 from dataclasses import dataclass, field
 from importlib import resources

@@ -6,7 +6,6 @@ agent-formats.md §1.3 and §3.3). Effects are judged with stock git on the stor
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys

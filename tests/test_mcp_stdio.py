@@ -6,9 +6,7 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
-from pathlib import Path
 
 import jsonschema
 import pytest
