@@ -192,3 +192,17 @@ def seed_tc():
         return importlib.import_module("tc")
     finally:
         sys.path.remove(str(target))
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"  # the MCP SDK's tests run on asyncio; no trio in this suite
+
+
+@pytest.fixture
+def tc_env_clean(monkeypatch):
+    """The caller's TC_* and GIT_* variables removed, and TC_GIT=off."""
+    for k in list(os.environ):
+        if k.startswith(("TC_", "GIT_")):
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("TC_GIT", "off")

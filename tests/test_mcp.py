@@ -31,17 +31,9 @@ TOOLS = ["tc_init", "tc_save", "tc_resume", "tc_show", "tc_restore", "tc_capture
          "tc_markdown", "tc_branch", "tc_trajectory_diff", "tc_replay"]
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
 @pytest.fixture(autouse=True)
-def _env(monkeypatch):
-    for k in list(os.environ):
-        if k.startswith(("TC_", "GIT_")):
-            monkeypatch.delenv(k)
-    monkeypatch.setenv("TC_GIT", "off")
+def _env(tc_env_clean):
+    """No TC_* / GIT_* from the caller; no export into a user repository."""
 
 
 @pytest.fixture

@@ -21,11 +21,6 @@ SEED_TOOLS = ["tc_init", "tc_save", "tc_resume", "tc_show", "tc_restore", "tc_ca
               "tc_export", "tc_import", "tc_compress"]
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
 def stdio(cwd=None, **env):
     base = clean_env(TC_WATCH="off", TC_GIT="off")
     base.update({k: str(v) for k, v in env.items()})

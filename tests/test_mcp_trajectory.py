@@ -20,17 +20,9 @@ pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
 from conftest import TRANSCRIPTS as FIXTURES  # noqa: E402
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
 @pytest.fixture(autouse=True)
-def _env(monkeypatch):
-    for k in list(os.environ):
-        if k.startswith(("TC_", "GIT_")):
-            monkeypatch.delenv(k)
-    monkeypatch.setenv("TC_GIT", "off")
+def _env(tc_env_clean):
+    """No TC_* / GIT_* from the caller; no export into a user repository."""
 
 
 def fixture(name: str) -> str:
