@@ -21,29 +21,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-
-
-SEED_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tc-git-bench" / "seed-0.1.7"
-
-
-def ensure_seed() -> bool:
-    """task-checkpoint-mcp 0.1.7, installed into a private --target directory when missing: a
-    normal install would also replace tc-git's own `tc-mcp` console script with the seed's."""
-    try:
-        import tc
-
-        return hasattr(tc, "TaskCheckpoint")
-    except ImportError:
-        pass
-    if not (SEED_DIR / "tc.py").is_file():
-        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(SEED_DIR),
-                            "task-checkpoint-mcp==0.1.7"])
-        if r.returncode:
-            return False
-    sys.path.insert(0, str(SEED_DIR))
-    import tc
-
-    return hasattr(tc, "TaskCheckpoint")
+sys.path.insert(0, str(HERE))
+from common import ensure_seed  # noqa: E402
 
 
 def make_files(root: Path, n: int) -> None:
