@@ -539,6 +539,9 @@ class Engine:
                 path = self.root / path
             if not path.is_file():
                 raise NotFound(f"transcript not found: {path}")
+            same = self._unchanged_transcript(path, fmt, session, agent)
+            if same is not None:
+                return same if not milestone else self._with_milestone(same, milestone)
             tr = T.read_transcript(str(path), fmt=fmt, session_id=session)
         else:
             if not isinstance(steps, list) or not steps:
@@ -551,14 +554,77 @@ class Engine:
             tr.agent = agent
         self.store.create() if not self.store.exists else None
         with self.store.lock():
-            res = T.record(self.repo, tr)
+            res = self._record_transcript(tr)
             tip = res.branches.get("main") or next(iter(res.branches.values()), None)
             out = {"session": res.session, "events": res.events, "new_commits": res.new_commits,
                    "branches": res.branches, "tip": tip, "skipped": res.skipped,
                    "malformed": res.malformed, "redactions": res.redactions, "milestone": None}
             if milestone and tip:
                 out["milestone"] = self._milestone_locked(milestone, tip, res.session, "")
+        if transcript is not None:
+            self._remember_transcript(path, fmt, session, agent, out)
         return out
+
+    # A transcript file whose bytes were recorded before is not parsed again: ids depend only on
+    # the bytes (and the reader), so the earlier result stands while its refs still point there.
+    READER_VERSION = 1
+
+    def _transcript_key(self, path: Path, fmt, session, agent) -> tuple[str, str]:
+        import hashlib
+
+        h = hashlib.sha1()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        args = f"{self.READER_VERSION}\0{fmt}\0{session}\0{agent}\0{path}"
+        return hashlib.sha1(args.encode("utf-8", "surrogateescape")).hexdigest(), h.hexdigest()
+
+    def _unchanged_transcript(self, path: Path, fmt, session, agent) -> dict | None:
+        if not self.store.exists:
+            return None
+        seen = self.store.read_json("recorded-files.json", {})
+        key, digest = self._transcript_key(path, fmt, session, agent)
+        prev = seen.get(key)
+        if not prev or prev.get("sha1") != digest:
+            return None
+        out = prev["result"]
+        prefix = f"refs/checkpoints/sessions/{out['session']}/"
+        refs = self.repo.references
+        if any(str(refs[prefix + b].target) != t if prefix + b in refs else True for b, t in out["branches"].items()):
+            return None  # moved or deleted since: record properly
+        return dict(out, new_commits=0, milestone=None, unchanged_file=True)
+
+    def _remember_transcript(self, path: Path, fmt, session, agent, out: dict) -> None:
+        key, digest = self._transcript_key(path, fmt, session, agent)
+        with self.store.lock():
+            seen = self.store.read_json("recorded-files.json", {})
+            seen[key] = {"sha1": digest, "result": {k: v for k, v in out.items() if k != "milestone"}}
+            if len(seen) > 500:  # oldest entries first out
+                seen = dict(list(seen.items())[-500:])
+            self.store.write_json("recorded-files.json", seen)
+
+    def _with_milestone(self, out: dict, milestone: str) -> dict:
+        with self.store.lock():
+            out["milestone"] = self._milestone_locked(milestone, out["tip"], out["session"], "")
+        return out
+
+    def _record_transcript(self, tr):
+        """Write the events; a long conversation recorded for the first time goes to one pack
+        (thousands of loose objects cost ~12 KB each on disk and most of the time)."""
+        from . import mempack
+        from . import trajectory as T
+        from .trajectory.recorder import publish, session_name
+
+        prefix = f"refs/checkpoints/sessions/{session_name(tr.agent, tr.session_id)}/"
+        if len(tr.events) < 200 or any(r.startswith(prefix) for r in self.repo.references):
+            return T.record(self.repo, tr)
+        with mempack.bulk_writes(self.repo) as (work, pack):
+            res = T.record(work, tr, update_refs=False)
+            if pack is not None and res.new_commits:
+                pack.flush()  # objects durable before any ref names them
+        self.store.reopen()
+        publish(self.repo, res)
+        return res
 
     def _milestone_locked(self, name: str, event: str, session: str | None, message: str,
                           force: bool = False) -> dict:

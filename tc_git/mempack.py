@@ -9,6 +9,7 @@ libgit2 minor), `available()` is False and snapshots write loose objects as befo
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 
@@ -75,3 +76,22 @@ class MemPack:
             lg.git_buf_dispose(ctypes.byref(buf))
         _chk(lg.git_mempack_reset(self.backend))
         return n
+
+
+@contextlib.contextmanager
+def bulk_writes(repo: pygit2.Repository):
+    """A private handle on `repo`'s store whose new objects go to memory, then to one pack.
+
+    For writes of many objects at once (a first snapshot, a first recording of a long
+    conversation): one pack instead of a loose file per object. Yields `(handle, pack)`;
+    `pack` is None where the backend is unavailable (the handle then writes loose objects).
+    Objects are flushed on a clean exit, before anything that names them is published by the
+    caller after the block; on an exception they are dropped with the handle.
+    """
+    work = pygit2.Repository(repo.path, pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+    if repo.workdir:
+        work.workdir = repo.workdir
+    try:
+        yield work, (MemPack(work) if available() else None)
+    finally:
+        work.free()

@@ -58,12 +58,8 @@ def take(repo: pygit2.Repository, policy: Policy, progress=None, paths=None) -> 
     idx = repo.index
     idx.read(False)
     if len(idx) == 0 and mempack.available():
-        work = pygit2.Repository(repo.path, pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
-        work.workdir = repo.workdir
-        try:
-            return _take(work, policy, progress, mempack.MemPack(work))
-        finally:
-            work.free()
+        with mempack.bulk_writes(repo) as (work, pack):
+            return _take(work, policy, progress, pack)
     if paths:
         try:
             return _update(repo, policy, paths)

@@ -261,6 +261,12 @@ def _branch_names(events: list[Event], commits: dict[str, str]) -> dict[str, str
     return names
 
 
+def publish(repo: pygit2.Repository, result: RecordResult) -> None:
+    """Point the session's refs at a result recorded with `update_refs=False` (after the caller
+    made its objects durable, e.g. flushed an in-memory pack)."""
+    _update_refs(repo, result.ref_prefix, result.branches)
+
+
 def _update_refs(repo: pygit2.Repository, prefix: str, branches: dict[str, str]) -> None:
     for name, target in branches.items():
         ref = repo.references.get(prefix + name)
