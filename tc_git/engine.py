@@ -539,7 +539,8 @@ class Engine:
                 path = self.root / path
             if not path.is_file():
                 raise NotFound(f"transcript not found: {path}")
-            same = self._unchanged_transcript(path, fmt, session, agent)
+            fingerprint = self._transcript_key(path, fmt, session, agent)
+            same = self._unchanged_transcript(fingerprint)
             if same is not None:
                 return same if not milestone else self._with_milestone(same, milestone)
             tr = T.read_transcript(str(path), fmt=fmt, session_id=session)
@@ -562,7 +563,7 @@ class Engine:
             if milestone and tip:
                 out["milestone"] = self._milestone_locked(milestone, tip, res.session, "")
         if transcript is not None:
-            self._remember_transcript(path, fmt, session, agent, out)
+            self._remember_transcript(fingerprint, out)
         return out
 
     # A transcript file whose bytes were recorded before is not parsed again: ids depend only on
@@ -579,11 +580,11 @@ class Engine:
         args = f"{self.READER_VERSION}\0{fmt}\0{session}\0{agent}\0{path}"
         return hashlib.sha1(args.encode("utf-8", "surrogateescape")).hexdigest(), h.hexdigest()
 
-    def _unchanged_transcript(self, path: Path, fmt, session, agent) -> dict | None:
+    def _unchanged_transcript(self, fingerprint: tuple[str, str]) -> dict | None:
         if not self.store.exists:
             return None
         seen = self.store.read_json("recorded-files.json", {})
-        key, digest = self._transcript_key(path, fmt, session, agent)
+        key, digest = fingerprint
         prev = seen.get(key)
         if not prev or prev.get("sha1") != digest:
             return None
@@ -594,8 +595,8 @@ class Engine:
             return None  # moved or deleted since: record properly
         return dict(out, new_commits=0, milestone=None, unchanged_file=True)
 
-    def _remember_transcript(self, path: Path, fmt, session, agent, out: dict) -> None:
-        key, digest = self._transcript_key(path, fmt, session, agent)
+    def _remember_transcript(self, fingerprint: tuple[str, str], out: dict) -> None:
+        key, digest = fingerprint
         with self.store.lock():
             seen = self.store.read_json("recorded-files.json", {})
             seen[key] = {"sha1": digest, "result": {k: v for k, v in out.items() if k != "milestone"}}
