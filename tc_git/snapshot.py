@@ -57,7 +57,7 @@ def take(repo: pygit2.Repository, policy: Policy, progress=None, paths=None) -> 
     """
     idx = repo.index
     idx.read(False)
-    if len(idx) == 0 and mempack.available():
+    if len(idx) == 0 and mempack.available() and _fits_in_memory(repo.workdir):
         with mempack.bulk_writes(repo) as (work, pack):
             return _take(work, policy, progress, pack)
     if paths:
@@ -66,6 +66,34 @@ def take(repo: pygit2.Repository, policy: Policy, progress=None, paths=None) -> 
         except (pygit2.GitError, OSError, ValueError, TypeError, KeyError):
             pass  # an odd entry (a name pygit2 cannot encode, a file turned directory): walk it all
     return _take(repo, policy, progress, None)
+
+
+def _fits_in_memory(root: str) -> bool:
+    """Whether a first snapshot may hold its objects in memory: the workspace's regular files
+    add up to at most TC_MEMPACK_MAX_BYTES (64 MiB). Larger trees write loose objects, so memory
+    stays bounded whatever the workspace holds; the walk stops as soon as the budget is spent
+    (ignored directories are counted too, except the usual heavy ones)."""
+    budget = int(os.environ.get("TC_MEMPACK_MAX_BYTES", 64 << 20))
+    skip = {".git", ".checkpoints", "node_modules", ".venv", "venv", "__pycache__"}
+    stack = [root]
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with it:
+            for entry in it:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name not in skip:
+                            stack.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        budget -= entry.stat(follow_symlinks=False).st_size
+                        if budget < 0:
+                            return False
+                except OSError:
+                    continue
+    return True
 
 
 def _update(repo: pygit2.Repository, policy: Policy, paths) -> Snapshot:

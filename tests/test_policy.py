@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import git, write
+from conftest import fsck, git, write
 from tc_git.engine import Engine
 
 pytestmark = pytest.mark.usefixtures("fsck_after")
@@ -182,3 +182,31 @@ def test_gitignore_and_global_excludes_respected(ws, tmp_path, monkeypatch):
         pygit2.settings.search_path[level] = old
     names = set(git(e.store.path, "ls-tree", "-r", "--name-only", r["commit"]).decode().split())
     assert names == {".gitignore", "keep.py"}
+
+
+def test_first_snapshot_of_a_large_tree_does_not_hold_it_in_memory(tmp_path, monkeypatch):
+    """Above TC_MEMPACK_MAX_BYTES the first snapshot writes loose objects (bounded memory);
+    below it, one pack. Both give the same tree."""
+    from tc_git.engine import Engine
+
+    trees, counts = {}, {}
+    for name, budget in (("small-budget", "1000"), ("default", None)):
+        ws = tmp_path / name
+        for i in range(30):
+            write(ws, f"d{i % 3}/f{i}.txt", f"content {i}\n" * 50)
+        if budget:
+            monkeypatch.setenv("TC_MEMPACK_MAX_BYTES", budget)
+        else:
+            monkeypatch.delenv("TC_MEMPACK_MAX_BYTES", raising=False)
+        e = Engine(ws)
+        e.init("t")
+        e.save("first")
+        objects = ws / ".checkpoints" / "objects"
+        packs = list((objects / "pack").glob("*.pack"))
+        loose = sum(len(os.listdir(d)) for d in objects.iterdir() if len(d.name) == 2)
+        assert bool(packs) == (budget is None), (name, packs)
+        counts[name] = loose
+        trees[name] = e.repo[e.repo.references[f"refs/checkpoints/tasks/{e.store.active_task()}/head"].target].tree_id
+        fsck(ws / ".checkpoints")
+    assert trees["small-budget"] == trees["default"]
+    assert counts["small-budget"] >= counts["default"] + 30  # the 30 blobs went loose, not into memory
