@@ -471,10 +471,12 @@ class Engine:
                 after.left = sorted([x for x in snap.left if x.path not in keep] + after.left, key=lambda x: x.path)
                 after.nested = snap.nested
             h = tl.head()
-            step = target.step if target.kind == "step" else target.step
-            rec = self._record(tl, h, step=step, target={"id": target.id, "commit": str(target.oid)},
-                               undo=undo_id, failed=failed[:MAX_LIST], files=after.note(),
-                               changed=self._files_changed(self.repo[h.oid].tree, self.repo[after.tree]),
+            # a partial refresh changed only what the plan wrote: its list is the diff, without
+            # another tree walk (~45 ms at 50k files)
+            changed = (plan.changes(exclude={f["path"] for f in failed}, cap=MAX_LIST) if after.partial
+                       else self._files_changed(self.repo[h.oid].tree, self.repo[after.tree]))
+            rec = self._record(tl, h, step=target.step, target={"id": target.id, "commit": str(target.oid)},
+                               undo=undo_id, failed=failed[:MAX_LIST], files=after.note(), changed=changed,
                                title=f"to {target.id}")
             oid = tl.append("restore", after.tree, rec)
             os.unlink(self.store.state_dir / "restore-journal.json")

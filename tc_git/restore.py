@@ -31,6 +31,14 @@ class Plan:
     def empty(self) -> bool:
         return not (self.to_delete or self.to_write or self.to_replace)
 
+    def changes(self, exclude=(), cap: int | None = None) -> dict:
+        """The plan as a timeline note's `changed` list (git's status letters)."""
+        items = sorted([{"path": p, "status": "D"} for p in self.to_delete if p not in exclude]
+                       + [{"path": p, "status": "A"} for p, _o, _m in self.to_write if p not in exclude]
+                       + [{"path": p, "status": "M"} for p, _o, _m in self.to_replace if p not in exclude],
+                       key=lambda x: x["path"])
+        return {"count": len(items), "files": items if cap is None else items[:cap]}
+
     def as_dict(self, limit: int | None = None) -> dict:
         def cap(items):
             return items if limit is None else items[:limit]

@@ -205,3 +205,24 @@ def test_diff_cli_and_engine(e, ws):
     e.save("s2")
     assert "2 files changed" not in e.diff("1", "2", stat=True)
     assert "a.txt" in e.diff("1", "2", stat=True)
+
+
+def test_restore_note_lists_what_git_diff_shows(e, ws):
+    """The restore commit's `changed` (derived from the plan) equals stock git's name-status
+    between the restore point and the restore commit."""
+    write(ws, "keep.txt", "k\n")
+    write(ws, "edit.txt", "one\n")
+    write(ws, "gone.txt", "g\n")
+    e.save("one")
+    write(ws, "edit.txt", "two\n")
+    os.unlink(ws / "gone.txt")
+    write(ws, "new/added.txt", "n\n")
+    e.save("two")
+    r = e.restore(index=1, apply=True)
+    store = ws / ".checkpoints"
+    head = git(store, "rev-parse", f"refs/checkpoints/tasks/{e.store.active_task()}/head").decode().strip()
+    pre = git(store, "rev-parse", f"{head}^").decode().strip()
+    want = [line.split("\t")[::-1] for line in git(store, "diff", "--name-status", pre, head).decode().splitlines()]
+    note = e._timeline().record(head)["changed"]
+    assert note["count"] == len(want) == 3 and [[f["path"], f["status"]] for f in note["files"]] == want
+    assert r["recovered"]
