@@ -30,7 +30,6 @@ import time
 STORE_DIRNAME = ".checkpoints"
 POINTER_FILE = ".task-checkpoint-store.json"
 LOG_NAME = "hooks.log"
-LOG_MAX_BYTES = 1 << 20
 
 EVENT_NAMES = {  # command-line name -> hook_event_name
     "session-start": "SessionStart",
@@ -111,26 +110,10 @@ def locate(cwd: str | None) -> Place | None:
 # ------------------------------------------------------------------------------- logging
 def log(store: str | None, line: str) -> None:
     """Append one line to `<store>/tc/hooks.log` (rotated at 1 MB); only if the store exists."""
-    if not store:
-        return
-    tc_dir = os.path.join(store, "tc")
-    if not os.path.isdir(tc_dir):
-        return
-    path = os.path.join(tc_dir, LOG_NAME)
-    try:
-        if os.path.getsize(path) > LOG_MAX_BYTES:
-            os.replace(path, path + ".1")
-    except OSError:
-        pass
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, f"{stamp} [{os.getpid()}] {line}\n".encode("utf-8", "backslashreplace"))
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
+    if store and os.path.isdir(os.path.join(store, "tc")):
+        from .fsutil import store_log  # loaded only when there is a store to log into
+
+        store_log(store, LOG_NAME, line)
 
 
 # ------------------------------------------------------------------------------- helpers

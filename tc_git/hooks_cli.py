@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from .errors import BadInput
+from .fsutil import atomic_write
 
 CLAUDE_EVENTS = ("SessionStart", "PostToolUse", "PreCompact", "SessionEnd")
 CODEX_EVENTS = ("SessionStart", "PostToolUse", "PreCompact", "Stop")
@@ -146,17 +147,20 @@ def _load(path: Path) -> dict:
     return data
 
 
-def _write(path: Path, data: dict) -> None:
+def _replace(path: Path, text: str) -> None:
+    """Write a user's config file atomically, keeping its mode; the first time, a `.tc-git.bak`."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = 0o644
     if path.exists():
         bak = path.with_name(path.name + ".tc-git.bak")
         if not bak.exists():
             bak.write_bytes(path.read_bytes())
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+        mode = path.stat().st_mode & 0o777
+    atomic_write(path, text.encode("utf-8"), mode)
+
+
+def _write(path: Path, data: dict) -> None:
+    _replace(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 # ----------------------------------------------------------------------------- targets
@@ -201,14 +205,7 @@ def enable_codex_hooks(config: Path) -> str:
         if features is not None:  # e.g. an inline table or dotted keys: do not guess
             return f"left alone: add codex_hooks = true to the features table of {config} by hand"
         lines += ([""] if lines and lines[-1].strip() else []) + ["[features]", "codex_hooks = true"]
-    config.parent.mkdir(parents=True, exist_ok=True)
-    if config.exists():
-        bak = config.with_name(config.name + ".tc-git.bak")
-        if not bak.exists():
-            bak.write_bytes(config.read_bytes())
-    tmp = config.with_name(f".{config.name}.{os.getpid()}.tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    os.replace(tmp, config)
+    _replace(config, "\n".join(lines) + "\n")
     return "enabled ([features] codex_hooks = true)"
 
 

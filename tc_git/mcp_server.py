@@ -36,6 +36,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from . import __version__
 from .errors import TcError
+from .fsutil import store_log
 
 log = logging.getLogger("tc_git.mcp")
 
@@ -46,7 +47,6 @@ INSTRUCTIONS = (
     "drift_id=<recovered> apply=true. Unsaved edits are recorded as drifts automatically."
 )
 MAX_ITEMS = 200      # longest list in any result (the engine caps too; this is the backstop)
-LOG_MAX_BYTES = 1 << 20
 PROGRESS_EVERY = 0.2  # seconds between progress notifications
 
 
@@ -305,21 +305,7 @@ RESULT_MODELS: dict[str, type[_Out]] = {
 # ------------------------------------------------------------------------------- logging
 def _store_log(store: Path | str | None, line: str) -> None:
     """Append to `<store>/tc/server.log` if that store exists (never creates a store)."""
-    if not store:
-        return
-    d = Path(store) / "tc"
-    if not d.is_dir():
-        return
-    path = d / "server.log"
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            if path.stat().st_size > LOG_MAX_BYTES:
-                os.replace(path, d / "server.log.1")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace") as f:
-            f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} [{os.getpid()}] {line.rstrip()}\n")
-    except OSError:
-        log.debug("cannot write %s", path, exc_info=True)
+    store_log(store, "server.log", line)
 
 
 def _error(message: str, code: str = "error") -> CallToolResult:

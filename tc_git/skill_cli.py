@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from .errors import BadInput, Conflict, NotFound
+from .fsutil import atomic_write
 
 SKILL_NAME = "tc-git"
 CLIENTS = ("claude", "codex", "agents")
@@ -50,9 +51,7 @@ def install(client: str = "claude", force: bool = False, project: Path | None = 
         if target.is_dir() and not target.is_symlink():
             raise Conflict(f"{target} is a directory; remove it first")
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".SKILL.md.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
+    atomic_write(target, data, 0o644)
     return {"path": str(target), "client": client, "installed": True, "unchanged": False, "source": str(src)}
 
 

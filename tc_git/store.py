@@ -20,6 +20,7 @@ import pygit2
 from pygit2.enums import Option
 
 from .errors import BadInput, StoreBusy, UnsafeRoot
+from .fsutil import atomic_write  # noqa: F401  (re-exported: engine, handoff)
 
 STORE_DIRNAME = ".checkpoints"
 POINTER_FILE = ".task-checkpoint-store.json"  # the seed's pointer name, kept for drop-in use
@@ -66,18 +67,6 @@ def locate(root: Path, store: str | None = None) -> tuple[Path, bool]:
         except (ValueError, KeyError, TypeError, OSError) as e:
             raise BadInput(f"pointer file {pointer} is unreadable ({e}); fix or delete it") from e
     return root / STORE_DIRNAME, False
-
-
-def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
-    """Write a file so that readers see the old or the new content, never a torn one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 class Store:

@@ -371,9 +371,9 @@ def test_locate_never_treats_home_or_root_as_a_workspace(tmp_path, monkeypatch):
 
 
 def test_hooks_log_rotates(ws, monkeypatch):
-    from tc_git import hooks
+    from tc_git import fsutil, hooks
 
-    monkeypatch.setattr(hooks, "LOG_MAX_BYTES", 200)
+    monkeypatch.setattr(fsutil, "LOG_MAX_BYTES", 200)  # the shared log helper's threshold
     store = str(store_of(ws))
     for i in range(20):
         hooks.log(store, f"line {i} " + "x" * 20)

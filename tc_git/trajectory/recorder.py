@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import pygit2
 from pygit2.enums import ObjectType
 
+from ..fsutil import atomic_write
 from ..secrets import redact_text
 from ..timeline import signature
 from .model import Event, Transcript, short_text
@@ -218,9 +218,7 @@ class _Cache:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.tmp")
-            tmp.write_text(json.dumps(self.new, separators=(",", ":")))
-            os.replace(tmp, self.path)
+            atomic_write(self.path, json.dumps(self.new, separators=(",", ":")).encode())
         except OSError:
             pass  # a read-only store still records; it is just slower next time
 
