@@ -85,13 +85,9 @@ class Policy:
     max_file: int = DEFAULT_MAX_FILE
     large_cache: dict = field(default_factory=dict)  # (path,size,mtime_ns,ino) -> sha256
 
-    def classify(self, root: str, rel: str) -> Left | None:
-        """None to store the file; a `Left` to keep it out of the object database."""
-        full = os.path.join(root, rel)
-        try:
-            st = os.lstat(full)
-        except OSError as e:
-            return Left(rel, "unreadable", f"stat failed: {e.strerror}")
+    def classify_path(self, root: str, rel: str, st) -> Left | None:
+        """Name, type and size rules from an lstat result; reads no content (except to hash a
+        file above the size cap). None means: read the file and ask `classify_content`."""
         if stat_mod.S_ISLNK(st.st_mode):
             return None  # links are stored as links, never followed
         if not stat_mod.S_ISREG(st.st_mode):
@@ -101,16 +97,37 @@ class Policy:
             return Left(rel, "sensitive", why, st.st_size, st.st_mtime)
         if st.st_size > self.max_file:
             return Left(rel, "large", f"larger than {self.max_file} bytes: hashed, not stored",
-                        st.st_size, st.st_mtime, self._sha256(full, rel, st))
+                        st.st_size, st.st_mtime, self._sha256(os.path.join(root, rel), rel, st))
+        return None
+
+    def classify_content(self, rel: str, data: bytes) -> Left | None:
+        """Credential scan of exactly the bytes that will be stored (every byte, any size,
+        binary or text). The caller hashes/writes the blob from this same buffer."""
+        kind = scan_bytes(data)
+        if kind:
+            return Left(rel, "secret", f"content holds a credential ({kind})", len(data))
+        return None
+
+    def classify(self, root: str, rel: str) -> Left | None:
+        """None to store the file; a `Left` to keep it out of the object database.
+        (Convenience wrapper: stat, path rules, one read, content rules.)"""
+        full = os.path.join(root, rel)
+        try:
+            st = os.lstat(full)
+        except OSError as e:
+            return Left(rel, "unreadable", f"stat failed: {e.strerror}")
+        verdict = self.classify_path(root, rel, st)
+        if verdict is not None or stat_mod.S_ISLNK(st.st_mode):
+            return verdict
         try:
             with open(full, "rb") as f:
                 data = f.read()
         except OSError as e:
             return Left(rel, "unreadable", f"read failed: {e.strerror}", st.st_size, st.st_mtime)
-        kind = scan_bytes(data)
-        if kind:
-            return Left(rel, "secret", f"content holds a credential ({kind})", st.st_size, st.st_mtime)
-        return None
+        verdict = self.classify_content(rel, data)
+        if verdict is not None:
+            verdict.size, verdict.mtime = st.st_size, st.st_mtime
+        return verdict
 
     def _sha256(self, full: str, rel: str, st) -> str:
         key = f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}"
