@@ -9,8 +9,6 @@ and moving a workspace does not break it.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import json
 import os
 import time
@@ -19,6 +17,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import Option
 
+from . import lockfile
 from .errors import BadInput, StoreBusy, UnsafeRoot
 from .fsutil import atomic_write  # noqa: F401  (re-exported: engine, handoff)
 
@@ -160,23 +159,13 @@ class Store:
             return
         if timeout is None:
             timeout = float(os.environ.get("TC_LOCK_TIMEOUT", "30"))
-        fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT, 0o600)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as e:
-                if e.errno not in (errno.EAGAIN, errno.EACCES):
-                    os.close(fd)
-                    raise
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise StoreBusy(
-                        f"store busy: another tc-git operation has held {self.path / 'lock'} for over "
-                        f"{timeout:.0f}s; wait for it to finish and retry"
-                    ) from None
-                time.sleep(0.05)
+        try:
+            fd = lockfile.acquire(self.path / "lock", timeout)
+        except lockfile.Busy:
+            raise StoreBusy(
+                f"store busy: another tc-git operation has held {self.path / 'lock'} for over "
+                f"{timeout:.0f}s; wait for it to finish and retry"
+            ) from None
         self._lock_fd, self._lock_depth = fd, 1
         try:
             self._remove_stale_git_locks()
@@ -185,8 +174,7 @@ class Store:
         finally:
             self._lock_depth = 0
             self._lock_fd = None
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+            lockfile.release(fd)
 
     def _remove_stale_git_locks(self) -> None:
         for name in ("index.lock", "packed-refs.lock", "config.lock", "HEAD.lock"):
