@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from . import __version__
+from . import __version__, jsonsafe
 from .errors import TcError
 
 class Progress:
@@ -250,7 +250,7 @@ def main(argv=None) -> int:
     except TcError as e:
         progress.close()
         if args.json:
-            print(json.dumps({"error": e.message, "code": e.code, "isError": True}, ensure_ascii=False))
+            print(jsonsafe.dumps({"error": e.message, "code": e.code, "isError": True}))
         else:
             print(f"tc: {e.message}", file=sys.stderr)
         return 2
@@ -260,12 +260,8 @@ def main(argv=None) -> int:
         return 130
     progress.close()
     if args.json:
-        text = json.dumps(result, indent=2, ensure_ascii=False, default=str)
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:  # a non-UTF-8 file name (surrogate escapes): keep the JSON valid
-            text = json.dumps(result, indent=2, ensure_ascii=True, default=str)
-        print(text)
+        # a non-UTF-8 file name is shown git-quoted, the same rule as the MCP results (jsonsafe)
+        print(jsonsafe.dumps(result, indent=2, default=str))
     else:
         human = getattr(args, "human", None)
         text = human(result) if human else _human(args.cmd, result)

@@ -34,7 +34,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
-from . import __version__
+from . import __version__, jsonsafe
 from .errors import TcError
 from .fsutil import store_log
 
@@ -46,6 +46,7 @@ INSTRUCTIONS = (
     "preview it (apply=false); an applied restore is undone with tc_restore "
     "drift_id=<recovered> apply=true. Unsaved edits are recorded as drifts automatically."
 )
+ERROR_META = "tc-git/code"  # error results: the error code under this `_meta` key
 MAX_ITEMS = 200      # longest list in any result (the engine caps too; this is the backstop)
 PROGRESS_EVERY = 0.2  # seconds between progress notifications
 
@@ -302,6 +303,10 @@ RESULT_MODELS: dict[str, type[_Out]] = {
 }
 
 
+# arguments that name files: a quoted non-UTF-8 name (`jsonsafe`) is turned back into its bytes
+PATH_ARGS = frozenset({"root", "store", "to", "package", "since", "transcript", "out", "paths"})
+
+
 # ------------------------------------------------------------------------------- logging
 def _store_log(store: Path | str | None, line: str) -> None:
     """Append to `<store>/tc/server.log` if that store exists (never creates a store)."""
@@ -309,9 +314,17 @@ def _store_log(store: Path | str | None, line: str) -> None:
 
 
 def _error(message: str, code: str = "error") -> CallToolResult:
-    body = {"error": message, "code": code, "isError": True}
-    return CallToolResult(content=[TextContent(type="text", text=json.dumps(body, ensure_ascii=False))],
-                          structured_content=body, is_error=True)
+    """A tool failure: the message as plain text (what the agent reads and acts on), the code at its
+    end and in `_meta`. No structuredContent: strict clients (the TypeScript SDK) validate it against
+    the tool's outputSchema even on errors and would replace the message with -32602."""
+    text = f"{message} [{code}]"
+    text = text if jsonsafe.is_clean(text) else jsonsafe.quote(text)[1:-1]  # a non-UTF-8 name in it
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True, _meta={ERROR_META: code})
+
+
+def error_code(result: CallToolResult) -> str | None:
+    """The code of an error result (`_meta`), for callers and tests."""
+    return (result.meta or {}).get(ERROR_META)
 
 
 def _clip(s: str, n: int = 300) -> str:
@@ -354,23 +367,47 @@ class TcServer(MCPServer):
             names = ", ".join(t.name for t in self._tool_manager.list_tools())
             return _error(f"unknown tool {name!r}; available: {names}", "bad_input")
         props = (tool.parameters or {}).get("properties", {})
-        extra = sorted(set(arguments or {}) - set(props))
+        arguments = dict(arguments or {})
+        extra = sorted(set(arguments) - set(props))
         if extra:
             return _error(f"{name}: unknown argument(s) {', '.join(extra)}; accepted: {', '.join(props)}",
                           "bad_input")
+        for key in PATH_ARGS.intersection(arguments):  # a quoted non-UTF-8 name back to its bytes
+            v = arguments[key]
+            arguments[key] = jsonsafe.path_in(v) if isinstance(v, str) else \
+                [jsonsafe.path_in(x) if isinstance(x, str) else x for x in v] if isinstance(v, list) else v
         try:
-            return await super().call_tool(name, arguments, context)
-        except ToolError as e:
-            cause = e.__cause__
+            # strict types before the SDK's lenient parse: "yes" is not a boolean, "5" not an integer
+            tool.fn_metadata.arg_model.model_validate(arguments, strict=True)
+            result = await super().call_tool(name, arguments, context)
+        except (ToolError, ValidationError) as e:
+            cause = e if isinstance(e, ValidationError) else e.__cause__
             if isinstance(cause, ValidationError):
-                parts = []
-                for err in cause.errors()[:5]:
-                    loc = ".".join(str(x) for x in err.get("loc", ())) or "arguments"
-                    got = "" if err.get("type") == "missing" else f" (got {_clip(repr(err.get('input')), 60)})"
-                    parts.append(f"{loc}: {err.get('msg', 'invalid')}{got}")
-                return _error(f"{name}: bad arguments: " + "; ".join(parts), "bad_input")
+                return _error(f"{name}: bad arguments: {_validation_message(cause)}", "bad_input")
             log.exception("tool %s failed", name)
             return _error(f"{name} failed: {_clip(str(e))}", "internal")
+        return _encodable(name, result)
+
+
+def _validation_message(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors()[:5]:
+        loc = ".".join(str(x) for x in e.get("loc", ())) or "arguments"
+        got = "" if e.get("type") == "missing" else f" (got {_clip(repr(e.get('input')), 60)})"
+        parts.append(f"{loc}: {e.get('msg', 'invalid')}{got}")
+    return "; ".join(parts)
+
+
+def _encodable(name: str, result):
+    """Last-resort guard: a result the stdio writer could not encode (e.g. a surrogate that escaped
+    `jsonsafe`) would kill the server; it becomes an isError result instead."""
+    try:
+        result.model_dump_json(by_alias=True, exclude_unset=True)
+        return result
+    except Exception as e:  # PydanticSerializationError, ValueError, RecursionError...
+        log.error("%s: result cannot be encoded: %s", name, e)
+        return _error(f"{name}: the result could not be encoded as JSON ({_clip(type(e).__name__ + ': ' + str(e), 160)}); "
+                      "this is a tc-git bug, please report it", "internal")
 
 
 class Runner:
@@ -439,7 +476,7 @@ def _success(tool: str, result) -> CallToolResult:
     model = RESULT_MODELS[tool]
     if not isinstance(result, dict):  # export/import of another layer may return other shapes
         result = {"result": result}
-    data = model.model_validate(result).model_dump(mode="json", exclude_unset=True)
+    data = jsonsafe.safe(model.model_validate(result).model_dump(mode="json", exclude_unset=True))
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
@@ -484,7 +521,7 @@ class _ProgressBridge:
         self.last = now
         try:
             anyio.from_thread.run(self.ctx.report_progress, float(done),
-                                  float(total) if total else None, message or None)
+                                  float(total) if total else None, jsonsafe.path_out(message) if message else None)
         except Exception:  # a closed stream must never break the engine call
             self.enabled = False
 

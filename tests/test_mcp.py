@@ -53,9 +53,12 @@ def ok(r):
 
 
 def err(r, code=None):
+    """An error result: text only (no structuredContent a strict client would check against the
+    outputSchema), the code in `_meta` and at the end of the text."""
     assert r.is_error, r.structured_content
-    body = json.loads(r.content[0].text)
-    assert body["isError"] is True and body["error"]
+    assert r.structured_content is None and len(r.content) == 1, r
+    body = {"error": r.content[0].text, "code": (r.meta or {}).get("tc-git/code")}
+    assert body["error"] and body["error"].endswith(f" [{body['code']}]"), body
     assert "Traceback" not in body["error"]
     if code:
         assert body["code"] == code, body
@@ -391,3 +394,33 @@ async def test_compress_drops_old_drifts(server, ws):
         kinds = [d["kind"] for d in ok(await call(c, "tc_show", root=root, include_drift=True))["drifts"]]
         assert kinds.count("drift") == 1
         assert (ws / "f").read_text() == "v3"
+
+
+async def test_strict_argument_types(server, tmp_path):
+    """A boolean is a boolean and an integer an integer: no lenient coercion of "yes", "5", 1.5 or
+    a JSON string for a list; each is a bad_input error that names the argument, and nothing is written."""
+    root = str(tmp_path)
+    cases = [("tc_save", {"title": "x", "close": "yes"}), ("tc_save", {"title": "x", "close": "true"}),
+             ("tc_save", {"title": "x", "close": 1}), ("tc_show", {"limit": "5"}), ("tc_show", {"index": True}),
+             ("tc_save", {"title": "x", "verified": '["a"]'}), ("tc_restore", {"index": 1.5}),
+             ("tc_init", {"name": 5}), ("tc_compress", {"keep_seconds": "60"})]
+    async with client(server) as c:
+        for tool, args in cases:
+            body = err(await call(c, tool, root=root, **args), "bad_input")
+            assert body["error"].startswith(f"{tool}: bad arguments: {next(iter(set(args) - {'title'}))}"), body
+        assert not any(tmp_path.iterdir())
+        await c.send_ping()
+
+
+def test_unencodable_result_becomes_an_error():
+    """The last-resort guard: a result the stdio writer cannot encode is an isError result."""
+    from mcp.types import CallToolResult, TextContent
+
+    from tc_git.mcp_server import _encodable, error_code
+
+    bad = CallToolResult(content=[TextContent(type="text", text="caf\udce9")])
+    r = _encodable("tc_x", bad)
+    assert r.is_error and error_code(r) == "internal" and "could not be encoded" in r.content[0].text
+    r.model_dump_json(by_alias=True)
+    good = CallToolResult(content=[TextContent(type="text", text="café")])
+    assert _encodable("tc_x", good) is good

@@ -37,8 +37,8 @@ def ok(r):
 
 
 def err(r, code):
-    assert r.is_error
-    body = json.loads(r.content[0].text)
+    assert r.is_error and r.structured_content is None, r
+    body = {"error": r.content[0].text, "code": (r.meta or {}).get("tc-git/code")}
     assert body["code"] == code and "Traceback" not in body["error"], body
     return body
 

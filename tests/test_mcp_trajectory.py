@@ -45,8 +45,8 @@ async def test_trajectory_tools_end_to_end(tmp_path):
 
         async def err(tool, **args):
             r = await c.call_tool(tool, {"root": str(ws), **args})
-            assert r.is_error and r.structured_content["isError"], r
-            return r.structured_content["error"]
+            assert r.is_error and r.structured_content is None, r
+            return r.content[0].text
 
         await ok("tc_init", name="conversation")
         await ok("tc_save", title="v1")
