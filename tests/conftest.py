@@ -26,7 +26,8 @@ TC = [sys.executable, "-c", "import sys; from tc_git.cli import main; sys.exit(m
 
 def clean_env(**extra) -> dict:
     """The caller's environment without GIT_* / TC_* leaks, plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "TC_"))}
+    # TC_NATIVE is the suite's own mode switch (`.ci/run` reruns tests with TC_NATIVE=off): keep it
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "TC_")) or k == "TC_NATIVE"}
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
