@@ -95,6 +95,11 @@ def _setup_core(sub):
     g.add_argument("index", nargs="?", type=int)
     g.add_argument("--drift", dest="drift_id")
     p.add_argument("--apply", action="store_true", help="write the workspace (undoable)")
+    p.add_argument("--path", dest="paths", action="append", default=None, metavar="PATH",
+                   help="restore only this file or directory (repeatable); the rest stays as it is")
+
+    p = sub.add_parser("undo", help="reverse the last applied restore or import (undo again to redo)")
+    p.add_argument("--preview", action="store_true", help="show what undo would write, write nothing")
 
     sub.add_parser("capture", help="record unsaved changes as a drift now")
 
@@ -134,7 +139,9 @@ def run_core(args) -> dict:
     if c == "diff":
         return {"patch": e.diff(args.a, args.b, stat=args.stat)}
     if c == "restore":
-        return e.restore(args.index, args.drift_id, args.apply)
+        return e.restore(args.index, args.drift_id, args.apply, paths=workspace_paths(args, args.paths))
+    if c == "undo":  # applies at once: it is itself undone by another undo, nothing is lost
+        return e.undo(apply=not args.preview)
     if c == "capture":
         return e.capture()
     if c == "switch":
@@ -142,6 +149,29 @@ def run_core(args) -> dict:
     if c == "compress":
         return e.compress(args.keep_seconds, args.minimum, args.maximum)
     raise AssertionError(c)
+
+
+def workspace_paths(args, paths):
+    """`--path` values as the engine wants them: relative to the workspace root. A relative path
+    typed in a subdirectory of the workspace is taken from there, as git does; anything that
+    leaves the workspace keeps its `..` and is refused by the engine."""
+    if not paths:
+        return paths
+    import posixpath
+
+    root = os.path.realpath(args.root)
+    cwd = os.path.realpath(os.getcwd())
+    prefix = os.path.relpath(cwd, root) if (cwd + os.sep).startswith(root + os.sep) else "."
+    out = []
+    for p in paths:
+        if os.path.isabs(p):
+            rel = os.path.relpath(os.path.realpath(p), root)
+            out.append(p if rel.startswith("..") else rel)  # outside: the engine names the problem
+        elif prefix != ".":
+            out.append(posixpath.normpath(posixpath.join(prefix.replace(os.sep, "/"), p)))
+        else:
+            out.append(p)
+    return out
 
 
 # ---------------------------------------------------------------------------------- output
@@ -181,16 +211,29 @@ def _human(cmd: str, r: dict) -> str:
         return "\n".join(out) or "no steps yet"
     if cmd == "diff":
         return r["patch"].rstrip("\n") or "no differences"
-    if cmd == "restore":
+    if cmd in ("restore", "undo"):
         p = r["plan"]
-        head = (f"restored to {r['target']}; undo with: tc restore --drift {r['recovered']} --apply"
-                if r["applied"] else f"preview of restore to {r['target']} (nothing written; add --apply)")
+        what = r["target"] + (f" ({', '.join(r['paths'])})" if r.get("paths") else "")
+        if r.get("undo_of"):
+            head = (f"undid restore {r['undo_of'][:10]}: back to {what}; redo with: tc undo" if r["applied"]
+                    else f"preview of undoing restore {r['undo_of'][:10]} (nothing written)")
+        else:
+            head = (f"restored {what}; undo with: tc undo" if r["applied"]
+                    else f"preview of restore to {what} (nothing written; add --apply)")
         lines = [head]
         for k, label in (("to_write", "create"), ("to_replace", "replace"), ("to_delete", "delete")):
             for path in p[k]:
                 lines.append(f"  {label:<8} {path}")
         for u in p["unrestorable"]:
             lines.append(f"  keep     {u['path']} ({u['reason']})")
+        for f in r.get("failed") or []:
+            lines.append(f"  failed   {f['path']} ({f['reason']})")
+        chk = r.get("check")
+        if chk and chk.get("outside_changed_count"):
+            lines.append(f"  warning: {chk['outside_changed_count']} paths outside the selection changed meanwhile "
+                         f"(not by this restore): {', '.join(chk['outside_changed'][:5])}")
+        if chk and chk.get("differs_from_target"):
+            lines.append(f"  warning: still differs from {r['target']}: {', '.join(chk['differs_from_target'][:5])}")
         return "\n".join(lines)
     if cmd == "capture":
         return f"captured drift {r['drift_id']} ({r['reads']} files)" if r["captured"] else "no changes"

@@ -432,7 +432,18 @@ class Engine:
 
     # ------------------------------------------------------------------ restore
     def restore(self, index: int | None = None, drift_id: str | None = None, apply: bool = False,
-                limit: int = MAX_LIST) -> dict:
+                limit: int = MAX_LIST, paths=None, undo: bool = False, _undo_of: str | None = None) -> dict:
+        """Preview (or apply) bringing the workspace back to a step or drift; `paths` limits the
+        change to those files or directories (the restore point still records everything).
+        `undo=True` (nothing else named) reverses the last applied restore instead: see `undo`."""
+        if undo:
+            if index is not None or drift_id is not None or paths:
+                raise BadInput("undo reverses the last applied restore: give neither index, drift_id nor paths")
+            return self.undo(apply=apply, limit=limit)
+        try:
+            sel = restore_mod.selection(paths)
+        except ValueError as e:
+            raise BadInput(str(e)) from None
         if (index is None) == (drift_id is None):
             raise BadInput("pass exactly one of index (a step number) or drift_id (dNNNN)")
         if index is not None and (isinstance(index, bool) or not isinstance(index, int) or index < 1):
@@ -449,9 +460,13 @@ class Engine:
             snap = self._snapshot(head.record.get("task", {}))
             left = [x.path for x in snap.left] + list(snap.nested)
             target_tree = self.repo[target.oid].tree
-            plan = restore_mod.make_plan(self.repo, self.repo[snap.tree], target_tree, left)
+            if sel:
+                self._check_selection(sel, self.repo[snap.tree], target_tree, target.id, left)
+            plan = restore_mod.make_plan(self.repo, self.repo[snap.tree], target_tree, left, sel)
             out = {"applied": False, "recovered": None, "target": target.id, "target_commit": str(target.oid),
-                   "plan": plan.as_dict(limit), "skipped_paths": self._skipped(snap)}
+                   "plan": plan.as_dict(limit), "skipped_paths": self._skipped(snap), "paths": sel}
+            if _undo_of:
+                out["undo_of"] = _undo_of
             if not apply:
                 return out
             # 1. the workspace as it is, unsaved work included, becomes a restore point
@@ -465,7 +480,10 @@ class Engine:
             # 3. what is on disk now, as the restore commit
             # only what the plan touched can differ from `snap`: a full walk again costs ~0.2 s at 50k
             touched = plan.to_delete + [p for p, _o, _m in plan.to_write + plan.to_replace]
-            after = self._snapshot(head.record.get("task", {}), paths=touched) if touched else snap
+            if sel:  # a full walk: the check below must see paths outside the selection too
+                after = self._snapshot(head.record.get("task", {}))
+            else:
+                after = self._snapshot(head.record.get("task", {}), paths=touched) if touched else snap
             if after.partial:  # the other uncaptured paths are as `snap` found them
                 keep = set(touched)
                 after.left = sorted([x for x in snap.left if x.path not in keep] + after.left, key=lambda x: x.path)
@@ -475,14 +493,67 @@ class Engine:
             # another tree walk (~45 ms at 50k files)
             changed = (plan.changes(exclude={f["path"] for f in failed}, cap=MAX_LIST) if after.partial
                        else self._files_changed(self.repo[h.oid].tree, self.repo[after.tree]))
-            rec = self._record(tl, h, step=target.step, target={"id": target.id, "commit": str(target.oid)},
+            check = (self._check_restored(sel, snap.tree, after.tree, target_tree, plan, failed)
+                     if sel else None)
+            title = f"to {target.id}" + (f" ({_count(sel, 'path')}: {', '.join(sel[:3])}"
+                                         f"{', ...' if len(sel) > 3 else ''})" if sel else "")
+            if _undo_of:
+                title = f"undo {_undo_of[:10]}: " + title
+            # a selective restore leaves the rest of the workspace where it was: same current step
+            rec = self._record(tl, h, step=h.step if sel else target.step,
+                               target={"id": target.id, "commit": str(target.oid)},
                                undo=undo_id, failed=failed[:MAX_LIST], files=after.note(), changed=changed,
-                               title=f"to {target.id}")
+                               title=title, paths=sel, undo_of=_undo_of, check=check)
             oid = tl.append("restore", after.tree, rec)
             os.unlink(self.store.state_dir / "restore-journal.json")
         out.update({"applied": True, "recovered": undo_id, "undo": {"drift_id": undo_id},
                     "commit": str(oid), "failed": failed[:limit]})
+        if check is not None:
+            out["check"] = check
         return out
+
+    def undo(self, apply: bool = False, limit: int = MAX_LIST) -> dict:
+        """Reverse the most recent applied restore (or import) of the active task: a restore to
+        its restore point, over the same paths. An undo is itself a restore, so a second undo
+        returns to where the first one started."""
+        self._require_store()
+        tl = self._timeline()
+        for e in tl.walk():
+            if e.kind != "restore":
+                continue
+            rec = tl.record(e.oid)
+            if not re.fullmatch(r"d\d+", str(rec.get("undo", ""))):
+                raise NotFound(f"the last restore of task {tl.task_id} ({str(e.oid)[:10]}) names no restore "
+                               "point; pick a drift from `tc log` and restore it with --drift")
+            return self.restore(drift_id=rec["undo"], apply=apply, limit=limit, paths=rec.get("paths"),
+                                _undo_of=str(e.oid))
+        raise NotFound(f"nothing to undo: task {tl.task_id} has no applied restore or import")
+
+    def _check_selection(self, sel: list[str], pre, target_tree, target_id: str, left) -> None:
+        """A selected path must name something in the target or in the workspace's snapshot."""
+        def has(tree, p):
+            try:
+                return p in tree
+            except (UnicodeError, ValueError):
+                return False
+
+        for p in sel:
+            if not has(pre, p) and not has(target_tree, p) and not restore_mod.in_selection(p, left):
+                raise NotFound(f"path {p!r} is neither in {target_id} nor in the workspace (as captured); "
+                               f"paths are relative to the workspace root {self.root}")
+
+    def _check_restored(self, sel, pre_tree, after_tree, target_tree, plan, failed) -> dict:
+        """After a selective restore: nothing outside the selection moved (else something else
+        wrote meanwhile) and the selection now equals the target (except what was reported)."""
+        def paths(a, b):
+            return [d.new_file.path or d.old_file.path for d in self.repo.diff(a, b).deltas
+                    if restore_mod.GITLINK not in (d.old_file.mode, d.new_file.mode)]
+
+        outside = [p for p in paths(pre_tree, after_tree) if not restore_mod.in_selection(p, sel)]
+        known = {f["path"] for f in failed} | {u["path"] for u in plan.unrestorable}
+        differs = [p for p in paths(target_tree, after_tree) if restore_mod.in_selection(p, sel) and p not in known]
+        return {"ok": not outside and not differs, "outside_changed": outside[:MAX_LIST],
+                "outside_changed_count": len(outside), "differs_from_target": differs[:MAX_LIST]}
 
     # ------------------------------------------------------------------ compress
     def compress(self, keep_seconds: int = 604800, minimum: int = 20, maximum: int = 50) -> dict:
@@ -674,7 +745,8 @@ class Engine:
         return {"point": point, "events": entries, "total": total,
                 "next_offset": offset + len(entries) if offset + len(entries) < total else None}
 
-    def checkout(self, point: str, restore_code: bool = False, apply: bool = False, limit: int = 200) -> dict:
+    def checkout(self, point: str, restore_code: bool = False, apply: bool = False, limit: int = 200,
+                 paths=None) -> dict:
         """The conversation up to a milestone or event; optionally the code of that moment,
         through the normal previewed, undoable restore."""
         from . import trajectory as T
@@ -688,20 +760,22 @@ class Engine:
         if restore_code:
             if not co.code_commit:
                 raise NotFound(f"{point} is not linked to a code commit; nothing to restore")
-            out["restore"] = self.restore_commit(co.code_commit, apply=apply)
+            out["restore"] = self.restore_commit(co.code_commit, apply=apply, paths=paths)
+        elif paths:
+            raise BadInput("paths select what restore_code brings back: pass restore_code too")
         return out
 
-    def restore_commit(self, commit: str, apply: bool = False) -> dict:
+    def restore_commit(self, commit: str, apply: bool = False, paths=None) -> dict:
         """Restore to a commit of the active task's timeline, named by its id."""
         tl = self._timeline()
         for e in tl.walk():
             if str(e.oid).startswith(str(commit)):
                 if e.kind == "drift":
-                    return self.restore(drift_id=e.drift, apply=apply)
+                    return self.restore(drift_id=e.drift, apply=apply, paths=paths)
                 if e.kind == "step":
-                    return self.restore(index=e.step, apply=apply)
+                    return self.restore(index=e.step, apply=apply, paths=paths)
                 if e.step:
-                    return self.restore(index=e.step, apply=apply)
+                    return self.restore(index=e.step, apply=apply, paths=paths)
                 raise BadInput(f"commit {commit[:12]} is the task's {e.kind} commit; restore to a step or drift")
         raise NotFound(f"code commit {commit[:12]} is not in the active task {tl.task_id}; "
                        "switch to the task it belongs to first")
@@ -771,6 +845,10 @@ class Engine:
         return {"point": point, "mode": mode, "ok": v.ok, "applied": v.applied, "skipped": v.skipped,
                 "first_difference": v.path, "reason": v.reason, "base": base, "recorded": last,
                 "differences": list(v.differences)[:limit]}
+
+
+def _count(items, word: str) -> str:
+    return f"{len(items)} {word}{'s' if len(items) != 1 else ''}"
 
 
 class _nolock:

@@ -44,7 +44,7 @@ INSTRUCTIONS = (
     "Checkpoints for long work. New session: tc_resume first. Long task: tc_init once, then "
     "tc_save after each completed step with conclusion and next. Before tc_restore apply=true, "
     "preview it (apply=false); an applied restore is undone with tc_restore "
-    "drift_id=<recovered> apply=true. Unsaved edits are recorded as drifts automatically."
+    "undo=true apply=true. Unsaved edits are recorded as drifts automatically."
 )
 ERROR_META = "tc-git/code"  # error results: the error code under this `_meta` key
 MAX_ITEMS = 200      # longest list in any result (the engine caps too; this is the backstop)
@@ -174,7 +174,7 @@ class Plan(_Out):
 
 class RestoreResult(_Out):
     applied: bool
-    recovered: str | None = Field(None, description="undo: tc_restore drift_id=<this> apply=true")
+    recovered: str | None = Field(None, description="restore point (undo=true returns to it)")
     target: str
     target_commit: str
     plan: Plan
@@ -665,11 +665,14 @@ def build_server(watch: bool | None = None) -> TcServer:
         index: Annotated[int | None, Field(ge=1, description="step number (or give drift_id)")] = None,
         drift_id: Annotated[str | None, Field(description="drift id such as d0003 (or give index)")] = None,
         apply: Annotated[bool, Field(description="false: preview the plan only; true: write files")] = False,
+        paths: Annotated[list[str] | None, Field(description="only these files/dirs")] = None,
+        undo: Annotated[bool, Field(description="reverse the last restore")] = False,
     ) -> RestoreResult:
         """Bring the workspace back to a step or a drift. Preview first (apply=false). apply=true
-        saves the current state (unsaved work included) as drift `recovered`, then writes files;
-        undo with drift_id=<recovered> apply=true. Ignored or sensitive files are never touched."""
-        return await run(ctx, "tc_restore", root, "restore", index, drift_id, apply, log_call=apply)
+        saves the current state as drift `recovered`, then writes files; undo=true reverses it.
+        Ignored or sensitive files are never touched."""
+        return await run(ctx, "tc_restore", root, "restore", index, drift_id, apply, paths=paths, undo=undo,
+                         log_call=apply)
 
     @mcp.tool(annotations=_ann("Capture unsaved changes", idempotent=True))
     async def tc_capture(ctx: Context, root: Root = None) -> CaptureResult:
@@ -771,10 +774,13 @@ def build_server(watch: bool | None = None) -> TcServer:
     async def tc_checkout(ctx: Context, point: Point, root: Root = None,
                           restore_code: Annotated[bool, Field(description="also restore the linked code")] = False,
                           apply: Annotated[bool, Field(description="with restore_code: write files "
-                                                                   "(undoable); else preview")] = False) -> CheckoutResult:
+                                                                   "(undoable); else preview")] = False,
+                          paths: Annotated[list[str] | None, Field(description="with restore_code: only "
+                                                                               "these files/dirs")] = None,
+                          ) -> CheckoutResult:
         """The conversation up to a milestone or event (last 200 messages). With restore_code, the code
         of that moment through tc_restore (preview unless apply=true)."""
-        return await run(ctx, "tc_checkout", root, "checkout", point, restore_code, apply)
+        return await run(ctx, "tc_checkout", root, "checkout", point, restore_code, apply, paths=paths)
 
     @mcp.tool(annotations=_ann("Export a conversation as Markdown", read_only=True, idempotent=True))
     async def tc_markdown(ctx: Context, point: Point, root: Root = None,

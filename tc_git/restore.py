@@ -53,7 +53,53 @@ class Plan:
         return out
 
 
-def make_plan(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, left_paths=()) -> Plan:
+MAX_SELECTION = 1000  # paths in one selective restore
+
+
+def selection(paths) -> list[str] | None:
+    """A restore selection as canonical workspace-relative paths (files or directories).
+
+    None or an empty list selects everything. Each path is relative to the workspace root,
+    `/`-separated, without `..`; `./` and trailing slashes are dropped. A path inside another
+    selected directory is redundant and removed. Raises ValueError with the reason."""
+    if paths is None:
+        return None
+    if isinstance(paths, (str, bytes)) or not isinstance(paths, (list, tuple)):
+        raise ValueError("paths must be a list of workspace-relative paths")
+    if len(paths) > MAX_SELECTION:
+        raise ValueError(f"at most {MAX_SELECTION} paths per restore (got {len(paths)}): name their directory")
+    out: list[str] = []
+    for raw in paths:
+        if not isinstance(raw, str) or not raw.strip():
+            raise ValueError(f"each path must be a non-empty string, got {raw!r}")
+        if "\0" in raw or "\\" in raw:
+            raise ValueError(f"path {raw!r}: NUL and backslash are not allowed; use '/' between names")
+        if raw.startswith("/"):
+            raise ValueError(f"path {raw!r} is absolute: give it relative to the workspace root")
+        parts = [x for x in raw.split("/") if x not in ("", ".")]
+        if ".." in parts:
+            raise ValueError(f"path {raw!r} contains '..': give it relative to the workspace root, inside it")
+        if not parts:
+            raise ValueError(f"path {raw!r} names the whole workspace: omit paths to restore everything")
+        out.append("/".join(parts))
+    if not out:
+        return None
+    keep: list[str] = []
+    for p in sorted(set(out)):  # sorted: a directory comes right before what it contains
+        if not (keep and in_selection(p, keep[-1:])):
+            keep.append(p)
+    return keep
+
+
+def in_selection(path: str, sel) -> bool:
+    """Whether `path` is one of the selected paths or lies under one of them."""
+    return any(path == s or path.startswith(s + "/") for s in sel)
+
+
+def make_plan(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, left_paths=(),
+              paths: list[str] | None = None) -> Plan:
+    """The changes that bring the workspace (`pre`) to `target`; with `paths` (a `selection`),
+    only the changes at or under those paths."""
     root = repo.workdir
     plan = Plan()
     left = set(left_paths)
@@ -62,6 +108,8 @@ def make_plan(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, le
         old, new = d.old_file, d.new_file
         if GITLINK in (old.mode, new.mode):
             continue  # nested repositories are never touched
+        if paths is not None and not in_selection(new.path or old.path, paths):
+            continue
         if d.status == DeltaStatus.DELETED:
             plan.to_delete.append(old.path)
         elif d.status == DeltaStatus.ADDED:

@@ -12,6 +12,12 @@ def _engine(args):
     return engine_for(args)
 
 
+def _workspace_paths(args, paths):
+    from .cli import workspace_paths
+
+    return workspace_paths(args, paths)
+
+
 def _when(ts) -> str:
     if not isinstance(ts, (int, float)):
         return ""
@@ -116,7 +122,10 @@ def setup(sub) -> None:
     p.add_argument("point")
     p.add_argument("--code", action="store_true", help="also restore the linked code (preview unless --apply)")
     p.add_argument("--apply", action="store_true")
-    p.set_defaults(func=lambda a: _engine(a).checkout(a.point, restore_code=a.code, apply=a.apply),
+    p.add_argument("--path", dest="paths", action="append", default=None, metavar="PATH",
+                   help="with --code: restore only this file or directory (repeatable)")
+    p.set_defaults(func=lambda a: _engine(a).checkout(a.point, restore_code=a.code, apply=a.apply,
+                                                      paths=_workspace_paths(a, a.paths)),
                    human=_h_messages)
 
     p = sub.add_parser("markdown", help="export a conversation as readable Markdown")

@@ -1,0 +1,193 @@
+"""Everyday rewinds (issue 18): restore only named paths, undo in one word.
+
+Workspace bytes are the judge for what changed; stock git reads the restore commits."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import clean_env, git, tc, tc_json, tree_state, write
+
+pytestmark = [pytest.mark.usefixtures("fsck_after", "tc_env_clean")]
+
+
+def _history(ws, engine):
+    """Step 1, then step 2 that edits, deletes and adds under src/ and docs/, then unsaved edits."""
+    engine.init("rewind")
+    write(ws, "src/app.py", "v1\n")
+    write(ws, "src/lib/util.py", "u1\n")
+    write(ws, "src/lib/gone.py", "g1\n")
+    write(ws, "docs/guide.md", "guide 1\n")
+    write(ws, "run.sh", "#!/bin/sh\necho 1\n", mode=0o755)
+    engine.save("one")
+    step1 = tree_state(ws)
+    write(ws, "src/app.py", "v2\n")
+    write(ws, "src/lib/util.py", "u2\n")
+    (ws / "src/lib/gone.py").unlink()
+    write(ws, "src/lib/added.py", "a2\n")
+    write(ws, "docs/guide.md", "guide 2\n")
+    engine.save("two")
+    # edited meanwhile, never saved: a selective restore must leave these alone
+    write(ws, "docs/guide.md", "guide 3 (unsaved)\n")
+    write(ws, "notes.txt", "unsaved new file\n")
+    write(ws, "run.sh", "#!/bin/sh\necho 3\n", mode=0o755)
+    return step1
+
+
+def _only(state, sel):
+    return {k: v for k, v in state.items()
+            if any(k == s or k.startswith(s + b"/") for s in sel)}
+
+
+def _outside(state, sel):
+    return {k: v for k, v in state.items()
+            if not any(k == s or k.startswith(s + b"/") for s in sel)}
+
+
+@pytest.mark.parametrize("sel", [["src/app.py"], ["src/lib"], ["src/lib/", "./src/app.py"]])
+def test_selective_restore_changes_exactly_the_selection_and_undo_reverses_it(ws, engine, sel):
+    step1 = _history(ws, engine)
+    before = tree_state(ws)
+    want = [s.strip("./").rstrip("/").encode() for s in sel]
+    store = engine.store.path
+
+    preview = engine.restore(1, paths=sel)
+    assert not preview["applied"] and tree_state(ws) == before  # preview writes nothing
+    planned = set(preview["plan"]["to_write"] + preview["plan"]["to_replace"] + preview["plan"]["to_delete"])
+    assert planned and all(any(p == s.decode() or p.startswith(s.decode() + "/") for s in want) for p in planned)
+
+    r = engine.restore(1, paths=sel, apply=True)
+    assert r["applied"] and r["check"]["ok"], r["check"]
+    after = tree_state(ws)
+    assert _only(after, want) == _only(step1, want)        # the selection is step 1's, byte for byte
+    assert _outside(after, want) == _outside(before, want)  # everything else as it was, unsaved edits too
+
+    # stock git: the restore point holds the whole workspace (unsaved edits included); the restore
+    # commit differs from it only inside the selection
+    log = git(store, "log", "--format=%H %s", f"refs/checkpoints/tasks/{engine.store.active_task()}/head")
+    (restore_c, subject), (point_c, point_subject) = [x.split(" ", 1) for x in log.decode().splitlines()[:2]]
+    assert subject.startswith("restore:") and "before restore" in point_subject
+    assert git(store, "show", f"{point_c}:docs/guide.md") == b"guide 3 (unsaved)\n"
+    assert git(store, "show", f"{point_c}:notes.txt") == b"unsaved new file\n"
+    names = git(store, "diff", "--name-only", point_c, restore_c).decode().split()
+    assert names and all(any(n.encode() == s or n.encode().startswith(s + b"/") for s in want) for n in names)
+
+    u = engine.undo(apply=True)
+    assert u["applied"] and u["undo_of"] == restore_c and u["check"]["ok"]
+    assert tree_state(ws) == before  # the selective restore is gone, the unsaved edits are still there
+    # undo after undo is the identity: back to where the first undo started
+    u2 = engine.undo(apply=True)
+    assert u2["applied"] and tree_state(ws) == after
+
+
+def test_undo_of_a_whole_restore_and_of_nothing(ws, engine):
+    from tc_git.errors import NotFound
+
+    _history(ws, engine)
+    with pytest.raises(NotFound, match="nothing to undo"):
+        engine.undo(apply=True)
+    before = tree_state(ws)
+    engine.restore(1, apply=True)
+    restored = tree_state(ws)
+    assert restored != before
+    preview = engine.undo()  # preview: nothing written
+    assert not preview["applied"] and tree_state(ws) == restored and preview["paths"] is None
+    engine.undo(apply=True)
+    assert tree_state(ws) == before
+    engine.undo(apply=True)
+    assert tree_state(ws) == restored
+
+
+def test_selection_refusals_write_nothing(ws, engine):
+    _history(ws, engine)
+    store = engine.store.path
+    refs = git(store, "for-each-ref")
+    before = tree_state(ws)
+    for bad in (["../outside"], ["/etc/passwd"], ["."], ["src/../../x"], [""], "src", [3], ["a\\b"],
+                ["no/such/path"], ["x"] * 1001):
+        with pytest.raises(Exception) as e:
+            engine.restore(1, paths=bad, apply=True)
+        assert getattr(e.value, "code", None) in ("bad_input", "not_found"), (bad, e.value)
+    with pytest.raises(Exception):
+        engine.restore(undo=True, index=1)
+    assert git(store, "for-each-ref") == refs and tree_state(ws) == before
+
+
+def test_something_else_moving_during_a_selective_restore_is_reported(ws, engine, monkeypatch):
+    from tc_git import restore as restore_mod
+
+    _history(ws, engine)
+    real = restore_mod.apply_plan
+
+    def concurrent_writer(repo, plan):  # another process edits a file outside the selection meanwhile
+        write(ws, "docs/guide.md", "written by someone else\n")
+        return real(repo, plan)
+
+    monkeypatch.setattr(restore_mod, "apply_plan", concurrent_writer)
+    r = engine.restore(1, paths=["src"], apply=True)
+    assert r["applied"] and not r["check"]["ok"]
+    assert r["check"]["outside_changed"] == ["docs/guide.md"] and not r["check"]["differs_from_target"]
+    assert (ws / "docs/guide.md").read_bytes() == b"written by someone else\n"  # kept, only reported
+
+
+def test_cli_restore_path_from_a_subdirectory_and_undo(ws, engine):
+    step1 = _history(ws, engine)
+    before = tree_state(ws)
+    env = clean_env(TC_GIT="off")
+    # `--path lib` typed inside src/ means src/lib, as git resolves paths
+    r = tc_json("-C", ws, "restore", "1", "--path", "lib", cwd=ws / "src", env=env)
+    assert r["paths"] == ["src/lib"] and not r["applied"] and tree_state(ws) == before
+    out = tc("-C", ws, "restore", "1", "--path", "lib", "--apply", cwd=ws / "src", env=env, check=True)
+    assert b"tc undo" in out.stdout
+    assert _only(tree_state(ws), [b"src/lib"]) == _only(step1, [b"src/lib"])
+    assert tree_state(ws)[b"src/app.py"] == before[b"src/app.py"]
+    bad = tc("-C", ws, "restore", "1", "--path", "../../etc", cwd=ws / "src", env=env)
+    assert bad.returncode == 2 and b".." in bad.stderr
+    out = tc("-C", ws, "undo", cwd=ws, env=env, check=True)
+    assert b"undid restore" in out.stdout and tree_state(ws) == before
+
+
+@pytest.mark.anyio
+async def test_selective_restore_and_undo_over_mcp_stdio(ws, engine):
+    from mcp import Client, StdioServerParameters
+
+    step1 = _history(ws, engine)
+    before = tree_state(ws)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "tc_git"],
+                                   env=clean_env(TC_WATCH="off", TC_GIT="off"))
+    async with Client(params, mode="legacy") as c:
+        async def call(**args):
+            r = await c.call_tool("tc_restore", {"root": str(ws), **args})
+            body = json.loads(r.content[0].text)
+            return r.is_error, body
+
+        is_err, body = await call(index=1, paths=["../etc"], apply=True)
+        assert is_err and body["code"] == "bad_input" and ".." in body["error"]
+        is_err, body = await call(index=1, paths=["src/app.py"])
+        assert not is_err and body["plan"]["to_replace"] == ["src/app.py"] and tree_state(ws) == before
+        is_err, body = await call(index=1, paths=["src/app.py"], apply=True)
+        assert not is_err and body["check"]["ok"]
+        assert tree_state(ws) == {**before, b"src/app.py": step1[b"src/app.py"]}
+        is_err, body = await call(undo=True, apply=True)
+        assert not is_err and body["undo_of"] and tree_state(ws) == before
+        is_err, body = await call(undo=True, index=2)
+        assert is_err and body["code"] == "bad_input"
+
+
+def test_trajectory_checkout_restores_only_the_named_paths(ws, engine):
+    _history(ws, engine)
+    engine.save("three")  # the unsaved edits become step 3
+    engine.record(steps=[{"role": "user", "content": "port it"}, {"role": "assistant", "content": "done"}],
+                  milestone="ported")
+    at_milestone = tree_state(ws)
+    write(ws, "src/app.py", "v4\n")
+    write(ws, "docs/guide.md", "guide 4\n")
+    before = tree_state(ws)
+    with pytest.raises(Exception, match="restore_code"):
+        engine.checkout("ported", paths=["src"])
+    r = engine.checkout("ported", restore_code=True, apply=True, paths=["src"])
+    assert r["restore"]["applied"] and r["restore"]["paths"] == ["src"]
+    assert tree_state(ws) == {**before, b"src/app.py": at_milestone[b"src/app.py"]}
