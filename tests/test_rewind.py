@@ -161,8 +161,9 @@ async def test_selective_restore_and_undo_over_mcp_stdio(ws, engine):
     async with Client(params, mode="legacy") as c:
         async def call(**args):
             r = await c.call_tool("tc_restore", {"root": str(ws), **args})
-            body = json.loads(r.content[0].text)
-            return r.is_error, body
+            if r.is_error:  # error results: the message as text, the code in _meta
+                return True, {"error": r.content[0].text, "code": (r.meta or {}).get("tc-git/code")}
+            return False, r.structured_content
 
         is_err, body = await call(index=1, paths=["../etc"], apply=True)
         assert is_err and body["code"] == "bad_input" and ".." in body["error"]
