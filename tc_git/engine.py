@@ -632,7 +632,8 @@ class Engine:
             tip = res.branches.get("main") or next(iter(res.branches.values()), None)
             out = {"session": res.session, "events": res.events, "new_commits": res.new_commits,
                    "branches": res.branches, "tip": tip, "skipped": res.skipped,
-                   "malformed": res.malformed, "redactions": res.redactions, "milestone": None}
+                   "malformed": res.malformed, "redactions": res.redactions,
+                   "unknown_types": res.unknown_types, "milestone": None}
             if milestone and tip:
                 out["milestone"] = self._milestone_locked(milestone, tip, res.session, "")
         if transcript is not None:
@@ -641,7 +642,7 @@ class Engine:
 
     # A transcript file whose bytes were recorded before is not parsed again: ids depend only on
     # the bytes (and the reader), so the earlier result stands while its refs still point there.
-    READER_VERSION = 1
+    READER_VERSION = 2  # 2: thinking, images, event_msg prompts, progress-line parents
 
     def _transcript_key(self, path: Path, fmt, session, agent) -> tuple[str, str]:
         import hashlib

@@ -31,6 +31,8 @@ def _h_record(r: dict) -> str:
         s += f"; skipped {r['skipped']} lines, {r['malformed']} malformed"
     if r.get("redactions"):
         s += f"; {r['redactions']} secrets redacted"
+    if r.get("unknown_types"):
+        s += "; unknown line types skipped: " + ", ".join(f"{k} x{v}" for k, v in sorted(r["unknown_types"].items()))
     if r.get("milestone"):
         m = r["milestone"]
         s += f"\nmilestone {m['name']} -> event {m['event'][:10]}" + (

@@ -27,13 +27,12 @@ EXPECTED = {
     "claude-drmaciver-1.jsonl": (37, ["main"], 13),
     "claude-drmaciver-2.jsonl": (96, ["main"], 39),
     "claude-daaain-1.jsonl": (12, ["fork-*", "main"], 0),
-    "claude-daaain-2.jsonl": (6, ["agent-e1c84ba5", "agent-e1c84ba5-fork-*", "main"], 1),
-    "claude-daaain-3.jsonl": (14, ["main"], 5),
+    "claude-daaain-2.jsonl": (6, ["agent-e1c84ba5", "main"], 1),  # orphan result joins its sidechain
+    "claude-daaain-3.jsonl": (20, ["agent-showcol1", "agent-showcol2", "main"], 6),  # + subagents/
     "claude-daaain-3-subagent-showcol2.jsonl": (4, ["agent-showcol2"], 1),
-    "claude-agentsessions-1.jsonl": (28, ["fork-*", "fork-*", "fork-*", "main", "sidechain",
-                                          "sidechain-fork-*"], 1),  # 2 of 3 pairs lack ids
-    "codex-agentsessions-1.jsonl": (23, ["main"], 5),  # 1 result precedes its (trimmed) call
-    "codex-localpush-1.jsonl": (260, ["main"], 118),
+    "claude-agentsessions-1.jsonl": (34, ["fork-*", "fork-*", "main"], 1),  # 2 of 3 pairs lack ids
+    "codex-agentsessions-1.jsonl": (26, ["main"], 5),  # 1 result precedes its (trimmed) call
+    "codex-localpush-1.jsonl": (286, ["main"], 118),  # + 26 thinking (reasoning summaries)
 }
 
 

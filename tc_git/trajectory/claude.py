@@ -6,9 +6,15 @@ hang off each call line while the calls continue in a chain) and bookkeeping lin
 attachments, hook notes). We linearise those with "groups": lines that belong to one assistant
 turn share a group whose `tip` is the last event appended; a structural line joins the group of
 its parent and is appended at the tip. A new turn (a user prompt, a new assistant message)
-continues a group once; a second new turn from the same group is a real fork (a rewind).
+continues a group once; a second new *prompt* from the same group is a real fork (a rewind),
+while a second assistant line from it (its parent is a progress or hook line of a turn that
+already moved on) joins the live end of that turn's continuation instead of forking.
+A line whose parent is missing from the file (compaction that kept only a logical parent, an
+excerpt) joins the main line's latest event rather than starting an unconnected piece.
 Sidechains (inline `isSidechain` lines and `subagents/agent-*.jsonl` files) hang off the
-`Task`/`Agent` call that spawned them, on lanes named `agent-<id>`.
+`Task`/`Agent` call that spawned them, on lanes named `agent-<id>`: found by the agent id in
+the call's result, the `toolUseId` of the subagent's `.meta.json`, `agent_progress` lines, or
+the prompt the call gave; only then by time, and never two agents on one call.
 """
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ import hashlib
 import json
 from typing import Any, Iterable
 
-from .model import Event, Transcript, parse_time
+from .model import Event, Transcript, count_unknown, image_block, parse_time
 
 __all__ = ["read_claude"]
 
@@ -29,6 +35,21 @@ TITLE_TYPES = {"summary": "summary", "custom-title": "customTitle", "ai-title": 
 # System subtypes that are timing/hook bookkeeping rather than something said.
 NOISE_SUBTYPES = frozenset({"turn_duration", "stop_hook_summary", "session_start"})
 SPAWN_TOOLS = frozenset({"Task", "Agent"})
+
+
+def _images(content: Any) -> list[dict]:
+    """Image blocks of a message/tool_result content, as stored image records."""
+    out = []
+    if isinstance(content, list):
+        for b in content:
+            if isinstance(b, dict) and b.get("type") == "image" and isinstance(b.get("source"), dict):
+                src = b["source"]
+                img = image_block(src.get("media_type"), src.get("data"), src.get("url"))
+                if img:
+                    out.append(img)
+            elif isinstance(b, dict) and b.get("type") == "tool_result":
+                out.extend(_images(b.get("content")))
+    return out
 
 
 def _blocks_text(content: Any) -> str:
@@ -45,7 +66,7 @@ def _blocks_text(content: Any) -> str:
             if b.get("type") == "text":
                 parts.append(str(b.get("text") or ""))
             elif b.get("type") == "image":
-                parts.append("[image]")
+                parts.append("[image]")  # the data itself is kept in Event.images
             elif b.get("type") == "tool_reference":
                 parts.append(f"[tool {b.get('tool_name', '?')}]")
     return "\n".join(p for p in parts if p)
@@ -62,7 +83,11 @@ class _Builder:
         self.calls: dict[str, Event] = {}  # tool_use id -> tool_call event
         self.spawned: dict[str, str] = {}  # agentId -> key of the Task/Agent call
         self.agent_of_call: dict[str, str] = {}
+        self.progress_spawn: dict[str, str] = {}  # agentId -> tool_use id (agent_progress lines)
+        self.meta_spawn: dict[str, str] = {}  # agentId -> tool_use id (subagents/*.meta.json)
         self.roots: list[Event] = []
+        self.main_tip: str | None = None
+        self.side_tip: dict[str, str] = {}  # latest main-lane event, for lines whose parent is missing
         self.last_ts = 0.0
         self.order = 0
 
@@ -86,9 +111,17 @@ class _Builder:
             st["ignored"] += 1
         elif kind in IGNORED_TYPES:
             st["ignored"] += 1
+            if kind == "progress":
+                self._progress(entry)
         else:
-            st["skipped"] += 1  # unknown type: the format changes between versions
+            count_unknown(st, kind)  # the format changes between versions
         self._alias(entry)
+
+    def _progress(self, entry: dict) -> None:
+        data = entry.get("data") if isinstance(entry.get("data"), dict) else {}
+        agent, call = data.get("agentId"), entry.get("parentToolUseID")
+        if data.get("type") == "agent_progress" and isinstance(agent, str) and isinstance(call, str):
+            self.progress_spawn.setdefault(agent, call)
 
     def _alias(self, entry: dict) -> None:
         uuid = entry.get("uuid")
@@ -135,8 +168,8 @@ class _Builder:
         for ev in events:
             self.by_key[ev.key] = ev
             self.t.events.append(ev)
-            if ev.kind == "tool_call" and ev.call_id:
-                self.calls[ev.call_id] = ev
+            if ev.kind == "tool_call":  # a call without an id can still be a spawn
+                self.calls[ev.call_id if isinstance(ev.call_id, str) else f"#{ev.key}"] = ev
             if ev.kind == "tool_result" and not side:
                 self._note_spawn(entry, ev)
         if uuid is not None:
@@ -154,38 +187,68 @@ class _Builder:
             self.agent_of_call.setdefault(call.key, agent)
 
     # -- linearisation ----------------------------------------------------------------------
+    @staticmethod
+    def _live(group: dict) -> dict:
+        """The group a turn's conversation went on in: follow its continuations to the end."""
+        for _ in range(1_000_000):
+            nxt = group.get("next")
+            if nxt is None:
+                break
+            group = nxt
+        return group
+
     def _attach(self, entry: dict, events: list[Event]) -> None:
         first = events[0]
         parent_uuid = entry.get("parentUuid")
-        if parent_uuid is None and entry.get("subtype") == "compact_boundary":
-            parent_uuid = entry.get("logicalParentUuid")  # compaction restarts the chain
-        anchor = self._resolve(parent_uuid)
+        logical = entry.get("logicalParentUuid") if parent_uuid is None else None
+        anchor = self._resolve(parent_uuid if parent_uuid is not None else logical)
+        if anchor is None and not first.sidechain and self.main_tip is not None and (
+                isinstance(parent_uuid, str) or isinstance(logical, str)):
+            # the parent is not in the file (a compaction kept only its logical parent, or
+            # it was cut): join the main line where it stands, as Claude Code does on load
+            anchor = self.main_tip
+            self.t.stats["joined"] += 1
+        elif anchor is None and first.sidechain and isinstance(parent_uuid, str):
+            # the same inside a sidechain (old files name the agent on some lines only)
+            anchor = self.side_tip.get(first.agent_id or "") or self.side_tip.get("*")
+            self.t.stats["joined"] += anchor is not None
         structural = first.kind in ("system", "summary")
         if all(e.kind == "tool_result" for e in events):
             structural = True
             call = self.calls.get(first.call_id or "")
             if call is not None:
                 anchor = call.key  # a result belongs after its call, even if its parent is lost
-        elif first.kind in ("assistant", "tool_call") and anchor is not None:
+        elif first.kind in ("assistant", "thinking", "tool_call") and anchor is not None:
             prev = self.by_key.get(anchor)
             structural = bool(prev and first.message_id and prev.message_id == first.message_id)
         if anchor is None or anchor not in self.group:
-            parent, group = None, {"tip": None, "continued": False}
+            parent, group = None, {"tip": None, "continued": False, "next": None}
             if first.sidechain:
                 self.roots.append(first)
         elif structural:
-            group = self.group[anchor]
+            group = self._live(self.group[anchor])
             parent = group["tip"]
         else:
             old = self.group[anchor]
-            parent = anchor if old["continued"] else old["tip"]  # second new turn = a rewind
+            if not old["continued"]:
+                parent = old["tip"]
+            elif first.kind == "user":
+                parent = anchor  # a second prompt from the same turn: a rewind, a real fork
+            else:
+                old = self._live(old)  # a reply hung off a progress line: not a fork
+                parent = old["tip"]
             old["continued"] = True
-            group = {"tip": None, "continued": False}
+            group = {"tip": None, "continued": False, "next": None}
+            old["next"] = group
         for ev in events:
             ev.parent = parent
             parent = ev.key
             self.group[ev.key] = group
         group["tip"] = events[-1].key
+        if not first.sidechain:
+            self.main_tip = events[-1].key
+        else:
+            self.side_tip[first.agent_id or ""] = self.side_tip["*"] = events[-1].key
 
     # -- content ----------------------------------------------------------------------------
     def _events(self, entry: dict) -> list[Event]:
@@ -205,10 +268,18 @@ class _Builder:
                 continue
             if b.get("type") == "text" and str(b.get("text") or "").strip():
                 out.append(Event("assistant", "", text=str(b["text"]), message_id=mid))
+            elif b.get("type") == "thinking" and str(b.get("thinking") or "").strip():
+                out.append(Event("thinking", "", text=str(b["thinking"]), message_id=mid))
+            elif b.get("type") == "redacted_thinking":
+                out.append(Event("thinking", "", message_id=mid, meta={"redacted": True}))
+            elif b.get("type") == "image":
+                imgs = _images([b])
+                if imgs:
+                    out.append(Event("assistant", "", text="[image]", message_id=mid, images=imgs))
             elif b.get("type") == "tool_use":
                 out.append(Event("tool_call", "", tool_name=str(b.get("name") or "?"),
                                  tool_input=b.get("input"), call_id=b.get("id"), message_id=mid))
-            # thinking / redacted_thinking / unknown blocks: not said to anyone, not recorded
+            # signatures and unknown blocks: nothing a reader of the conversation needs
         return out
 
     def _user(self, entry: dict, content: Any) -> list[Event]:
@@ -221,6 +292,7 @@ class _Builder:
         if not isinstance(content, list):
             text = _blocks_text(content)
             return [Event(kind, "", text=text)] if text.strip() else []
+        images = _images([b for b in content if not (isinstance(b, dict) and b.get("type") == "tool_result")])
         out: list[Event] = []
         texts: list[Any] = []
         for b in content:
@@ -229,12 +301,12 @@ class _Builder:
                 out.append(Event("tool_result", "", call_id=b.get("tool_use_id"),
                                  tool_name=call.tool_name if call else None,
                                  tool_output=_blocks_text(b.get("content")),
-                                 is_error=bool(b.get("is_error"))))
+                                 is_error=bool(b.get("is_error")), images=_images([b])))
             else:
                 texts.append(b)
         text = _blocks_text(texts)
-        if text.strip():
-            out.append(Event(kind, "", text=text))
+        if text.strip() or images:
+            out.append(Event(kind, "", text=text, images=images))
         return out
 
     def _system(self, entry: dict) -> list[Event]:
@@ -256,10 +328,14 @@ class _Builder:
 
     # -- after all lines --------------------------------------------------------------------
     def finish(self) -> Transcript:
+        used = set(self.spawned.values())
         for root in self.roots:
-            spawn = self.spawned.get(root.agent_id or "") or self._guess_spawn(root)
+            spawn = self._spawn_of(root, used)
             if spawn is not None and not self._descends(spawn, root.key):
                 root.parent = spawn
+                used.add(spawn)
+                if root.agent_id:
+                    self.agent_of_call.setdefault(spawn, root.agent_id)
         self.t.events = toposort(self.t.events)
         for ev in self.t.events:
             parent = self.by_key.get(ev.parent or "")
@@ -283,14 +359,33 @@ class _Builder:
             key, seen = self.by_key[key].parent if key in self.by_key else None, seen + 1
         return False
 
-    def _guess_spawn(self, root: Event) -> str | None:
-        # Old inline sidechains name no parent: take the latest spawn call made before them.
+    def _spawn_of(self, root: Event, used: set[str]) -> str | None:
+        """The call that started a sidechain root: by the agent id its result names, the
+        subagent file's meta (`toolUseId`), `agent_progress` lines, the prompt it was given;
+        last, the latest spawn call made before it that has no agent yet."""
+        aid = root.agent_id or ""
+        if aid in self.spawned:
+            return self.spawned[aid]
+        for tool_use in (self.meta_spawn.get(aid), self.progress_spawn.get(aid)):
+            call = self.calls.get(tool_use or "")
+            if call is not None:
+                return call.key
+        spawns = [c for c in self.calls.values() if c.tool_name in SPAWN_TOOLS and not c.sidechain
+                  and (c.key not in used or not aid)]  # old inline sidechains name no agent
+        if root.kind == "user" and root.text.strip():
+            for call in spawns:
+                inp = call.tool_input if isinstance(call.tool_input, dict) else {}
+                if str(inp.get("prompt") or "").strip() == root.text.strip():
+                    return call.key
         best = None
-        for call in self.calls.values():
-            if call.tool_name in SPAWN_TOOLS and not call.sidechain and call.timestamp <= root.timestamp:
-                if best is None or call.order >= best.order:
-                    best = call
+        for call in spawns:
+            if call.timestamp <= root.timestamp and (best is None or call.order >= best.order):
+                best = call
         return best.key if best else None
+
+    def subagent_meta(self, meta: Any, agent_id: str | None) -> None:
+        if isinstance(meta, dict) and isinstance(meta.get("toolUseId"), str) and agent_id:
+            self.meta_spawn.setdefault(agent_id, meta["toolUseId"])
 
 
 def toposort(events: list[Event]) -> list[Event]:
@@ -315,10 +410,19 @@ def toposort(events: list[Event]) -> list[Event]:
     return out if len(out) == len(events) else events
 
 
-def read_claude(lines: Iterable[Any], subagent_lines: Iterable[Iterable[Any]] = ()) -> Transcript:
-    """Build a Transcript from parsed lines (None marks a malformed line) and subagent files."""
+def read_claude(lines: Iterable[Any], subagent_lines: Iterable[Any] = ()) -> Transcript:
+    """Build a Transcript from parsed lines (None marks a malformed line) and subagent files,
+    each given as its parsed lines or as `(lines, meta, agent_id)` (meta: its `.meta.json`)."""
     b = _Builder()
-    for source in [lines, *subagent_lines]:
+    sources = [lines]
+    for sub in subagent_lines:
+        if isinstance(sub, tuple):
+            sub_lines, meta, agent = sub
+            b.subagent_meta(meta, agent)
+            sources.append(sub_lines)
+        else:
+            sources.append(sub)
+    for source in sources:
         for entry in source:
             b.t.stats["lines"] += 1
             if entry is None:

@@ -1,18 +1,21 @@
 """Codex rollout (JSONL) -> Transcript.
 
 A rollout has no per-line parent ids: it is one chain of `response_item`s, in file order
-(parallel calls are already linear; results pair with calls by `call_id`). We read the
-`response_item` stream and ignore the `event_msg` copies of the same messages, except
-`thread_rolled_back` (an in-file rewind: the chain continues from before the last N user
-turns, so the dropped turns stay as a fork) and `turn_aborted`. `compacted` becomes a summary
-event. Forks and subagents are separate files; their origin goes into `Transcript.meta`.
+(parallel calls are already linear; results pair with calls by `call_id`). What was said
+appears twice, as a `response_item` message (what the model saw) and as an `event_msg`
+(`user_message`, `agent_message`, `agent_reasoning`: what the UI showed), but some rollouts
+(subagent threads, some builds) hold only the `event_msg` copy. We take each utterance from
+whichever stream shows it first and drop its copy from the other stream (matched by text).
+`thread_rolled_back` is an in-file rewind: the chain continues from before the last N user
+turns, so the dropped turns stay as a fork. `compacted` becomes a summary event. Forks and
+subagents are separate files; their origin goes into `Transcript.meta`.
 """
 from __future__ import annotations
 
 import json
 from typing import Any, Iterable
 
-from .model import Event, Transcript, parse_time
+from .model import Event, Transcript, count_unknown, image_block, parse_time
 
 __all__ = ["read_codex", "ENVELOPE_TYPES"]
 
@@ -42,6 +45,16 @@ def _content_text(content: Any) -> str:
     return "\n".join(parts)
 
 
+def _content_images(content: Any) -> list[dict]:
+    out = []
+    for c in content if isinstance(content, list) else []:
+        if isinstance(c, dict) and str(c.get("type", "")).endswith("image"):
+            img = image_block(None, None, c.get("image_url") or c.get("url"))
+            if img:
+                out.append(img)
+    return out
+
+
 def _json_or_str(value: Any) -> Any:
     if isinstance(value, str):
         try:
@@ -59,6 +72,10 @@ class _Builder:
         self.names: dict[str, str] = {}
         self.last_ts = 0.0
         self.order = 0
+        # utterances seen in one stream and not yet in the other, by kind and stream
+        self.unpaired: dict[str, dict[str, list[str]]] = {
+            k: {"item": [], "event": []} for k in ("user", "assistant", "thinking")}
+        self.said: dict[str, str] = {}  # event key -> the stream it was taken from
 
     def line(self, entry: Any) -> None:
         self.order += 1
@@ -72,11 +89,11 @@ class _Builder:
         if not isinstance(payload, dict):
             if "record_type" in entry:
                 st["ignored"] += 1
-            elif "instructions" in entry and "id" in entry:  # legacy first line
-                self._meta(entry)
+            elif "id" in entry and ("instructions" in entry or "timestamp" in entry) and "type" not in entry:
+                self._meta(entry)  # legacy first line
                 st["ignored"] += 1
             else:
-                st["skipped"] += 1
+                count_unknown(st, kind)
             return
         ts = parse_time(entry.get("timestamp"))
         self.last_ts = self.last_ts if ts is None else ts
@@ -86,7 +103,12 @@ class _Builder:
         elif kind == "response_item":
             ev = self._item(payload)
             if ev is None:
-                st["ignored" if payload.get("type") in ITEM_TYPES else "skipped"] += 1
+                if payload.get("type") in ITEM_TYPES:
+                    st["ignored"] += 1
+                else:
+                    count_unknown(st, f"response_item/{payload.get('type')}")
+            elif ev.kind in self.unpaired and ev.meta.get("role") is None:
+                self._said(ev, "item")
             else:
                 self._append(ev)
         elif kind == "compacted":
@@ -98,7 +120,25 @@ class _Builder:
         elif kind in IGNORED:
             st["ignored"] += 1
         else:
-            st["skipped"] += 1
+            count_unknown(st, kind)
+
+    def _said(self, ev: Event, stream: str) -> None:
+        """Record an utterance unless the other stream already gave the same words."""
+        norm = " ".join(ev.text.split())
+        other = self.unpaired[ev.kind]["event" if stream == "item" else "item"]
+        last = self.by_key.get(self.tip or "")
+        if norm in other or (other and last is not None and last.kind == ev.kind
+                             and self.said.get(last.key) not in (None, stream)):
+            # the same words (or, when a sanitiser rewrote one copy, the copy written right
+            # next to it) already came from the other stream
+            other.remove(norm if norm in other else other[-1])
+            self.t.stats["duplicates"] += 1
+            return
+        mine = self.unpaired[ev.kind][stream]
+        mine.append(norm)
+        del mine[:-50]  # a stream the rollout never writes must not grow without bound
+        self._append(ev)
+        self.said[ev.key] = stream
 
     def _meta(self, p: dict) -> None:
         if not self.t.session_id and isinstance(p.get("id"), str):
@@ -124,7 +164,7 @@ class _Builder:
                 meta = {"phase": p["phase"]} if isinstance(p.get("phase"), str) else {}
                 return Event("assistant", "", text=text, meta=meta)
             if role == "user" and not text.lstrip().startswith(CONTEXT_PREFIXES):
-                return Event("user", "", text=text)
+                return Event("user", "", text=text, images=_content_images(p.get("content")))
             return Event("system", "", text=text, meta={"role": str(role)})
         if t in ("function_call", "custom_tool_call", "local_shell_call", "web_search_call",
                  "tool_search_call"):
@@ -140,6 +180,11 @@ class _Builder:
                          else args, call_id=cid if isinstance(cid, str) else None)
         if t in ("function_call_output", "custom_tool_call_output", "tool_search_output"):
             return self._output(p)
+        if t == "reasoning":
+            summary = p.get("summary")
+            text = "\n".join(str(x.get("text") or "") for x in summary if isinstance(x, dict)) \
+                if isinstance(summary, list) else ""
+            return Event("thinking", "", text=text) if text.strip() else None
         if t == "compaction":
             return Event("summary", "", text="compaction (encrypted summary)")
         return None
@@ -167,6 +212,15 @@ class _Builder:
             self.t.stats["ignored"] += 1
         elif t == "turn_aborted":
             self._append(Event("system", "", text=f"turn aborted: {p.get('reason') or '?'}"))
+        elif t in ("user_message", "agent_message", "agent_reasoning"):
+            text = p.get("message") if t != "agent_reasoning" else p.get("text")
+            if not isinstance(text, str) or not text.strip():
+                self.t.stats["ignored"] += 1
+                return
+            kind = {"user_message": "user", "agent_message": "assistant", "agent_reasoning": "thinking"}[t]
+            imgs = [i for i in (image_block(None, None, u) for u in p.get("images") or []
+                                if isinstance(u, str)) if i] if kind == "user" else []
+            self._said(Event(kind, "", text=text, images=imgs), "event")
         else:
             self.t.stats["ignored"] += 1  # UI copies of response items, token counts, ...
 

@@ -7,14 +7,21 @@ prefix (a Claude Code `/branch`, a Codex fork) hash to the same commits as the o
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as _dt
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["KINDS", "Event", "Transcript", "parse_time", "short_text"]
+__all__ = ["KINDS", "Event", "Transcript", "parse_time", "short_text", "image_block", "IMAGE_MAX_BYTES",
+           "count_unknown"]
 
-KINDS = ("user", "assistant", "tool_call", "tool_result", "system", "summary")
+KINDS = ("user", "assistant", "thinking", "tool_call", "tool_result", "system", "summary")
+# Pasted images are kept (their bytes become a blob) up to this size; larger ones are noted
+# with their size and media type only, so one screenshot cannot swell the store.
+IMAGE_MAX_BYTES = int(os.environ.get("TC_IMAGE_MAX_BYTES", 5 << 20))
 
 
 @dataclass
@@ -42,6 +49,7 @@ class Event:
     agent_id: str | None = None
     lane: str = "main"
     meta: dict = field(default_factory=dict)
+    images: list = field(default_factory=list)  # [{"media_type", "data" (base64)} | {..., "omitted"}]
     order: int = 0  # position in the source, for "latest leaf wins"
 
     def record(self) -> dict:
@@ -69,6 +77,8 @@ class Event:
             out["agent_id"] = self.agent_id
         if self.meta:
             out["meta"] = self.meta
+        if self.images:
+            out["images"] = self.images
         return out
 
 
@@ -80,7 +90,8 @@ class Transcript:
     session_id: str
     events: list[Event] = field(default_factory=list)
     stats: dict = field(default_factory=lambda: {"lines": 0, "skipped": 0, "malformed": 0,
-                                                 "ignored": 0, "duplicates": 0, "dangling": 0})
+                                                 "ignored": 0, "duplicates": 0, "dangling": 0,
+                                                 "joined": 0, "unknown_types": {}})
     title: str | None = None
     meta: dict = field(default_factory=dict)
 
@@ -113,3 +124,30 @@ def short_text(value: Any, limit: int = 72) -> str:
         value = json.dumps(value, ensure_ascii=False, sort_keys=True)
     s = " ".join(value.split())
     return s if len(s) <= limit else s[: limit - 1].rstrip() + "…"
+
+
+def image_block(media_type: Any, data: Any = None, url: Any = None) -> dict | None:
+    """A pasted image as stored: base64 data checked and size-capped, or a URL reference."""
+    mt = media_type if isinstance(media_type, str) and media_type else "application/octet-stream"
+    if isinstance(url, str) and url.startswith("data:") and ";base64," in url:
+        head, _, data = url.partition(";base64,")
+        mt = head[5:] or mt
+    elif isinstance(url, str) and url:
+        return {"media_type": mt, "url": url}
+    if not isinstance(data, str) or not data:
+        return None
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return {"media_type": mt, "omitted": "not base64"}
+    if len(raw) > IMAGE_MAX_BYTES:
+        return {"media_type": mt, "bytes": len(raw), "omitted": f"larger than {IMAGE_MAX_BYTES} bytes"}
+    return {"media_type": mt, "data": base64.b64encode(raw).decode("ascii")}
+
+
+def count_unknown(stats: dict, kind: Any) -> None:
+    """Unknown line types are counted by name (reported after recording), never fatal."""
+    name = kind if isinstance(kind, str) else type(kind).__name__
+    unknown = stats.setdefault("unknown_types", {})
+    unknown[name[:60]] = unknown.get(name[:60], 0) + 1
+    stats["skipped"] += 1

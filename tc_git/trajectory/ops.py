@@ -22,7 +22,8 @@ from .recorder import AUTO_BRANCH, SESSIONS_PREFIX, load_event
 __all__ = ["Checkout", "TrajectoryDiff", "checkout", "replay", "code_states", "export_markdown",
            "branch", "diff", "verify_edits", "VerifyResult", "ROLE"]
 
-ROLE = {"user": "user", "assistant": "assistant", "tool_call": "assistant", "tool_result": "tool",
+ROLE = {"user": "user", "assistant": "assistant", "thinking": "assistant", "tool_call": "assistant",
+        "tool_result": "tool",
         "system": "system", "summary": "system"}
 FOLD_LIMIT = 20_000  # characters of a tool output shown in the Markdown export
 
@@ -147,13 +148,27 @@ def _input_summary(inp: object) -> str:
     return short_text(inp, 120)
 
 
+def _images_md(rec: dict) -> str:
+    out = []
+    for img in rec.get("images") or []:
+        if isinstance(img, dict):
+            where = f"`{img['path']}` in the event's tree" if img.get("path") else img.get("url") or img.get("omitted")
+            out.append(f"_[image {img.get('media_type', '?')}, {img.get('bytes', '?')} bytes: {where}]_")
+    return ("\n\n" + "\n".join(out)) if out else ""
+
+
 def _render(rec: dict) -> str:
     kind = rec.get("kind")
     text = rec.get("text") or ""
     if kind == "user":
-        return f"### User · {_when(rec['timestamp'])}\n\n{text}"
+        return f"### User · {_when(rec['timestamp'])}\n\n{text}{_images_md(rec)}"
     if kind == "assistant":
-        return f"### Assistant\n\n{text}"
+        return f"### Assistant\n\n{text}{_images_md(rec)}"
+    if kind == "thinking":
+        if not text:
+            return "_Thinking (redacted)_"
+        body = text if len(text) <= FOLD_LIMIT else text[:FOLD_LIMIT] + "\n…"
+        return f"<details><summary>Thinking: {_html(short_text(text, 80))}</summary>\n\n{body}\n\n</details>"
     if kind in ("system", "summary"):
         label = "Summary (compaction)" if kind == "summary" else "System"
         if len(text) <= 100 and "\n" not in text:
@@ -168,7 +183,7 @@ def _render(rec: dict) -> str:
     extra = f"\n… ({len(out) - FOLD_LIMIT} more characters)" if len(out) > FOLD_LIMIT else ""
     status = "error" if rec.get("is_error") else f"{out.count(chr(10)) + 1 if out else 0} lines"
     return (f"<details><summary>Result of {_html(str(rec.get('tool_name') or 'tool'))} ({status})</summary>\n\n"
-            f"{_fence(out[:FOLD_LIMIT])}{extra}\n\n</details>")
+            f"{_fence(out[:FOLD_LIMIT])}{extra}{_images_md(rec)}\n\n</details>")
 
 
 def _html(s: str) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .claude import read_claude
-from .codex import ENVELOPE_TYPES, read_codex
+from .codex import ENVELOPE_TYPES, ITEM_TYPES, read_codex
 from .model import Event, Transcript, parse_time
 
 __all__ = ["read_transcript", "read_steps", "detect_format", "subagent_files", "iter_lines"]
@@ -39,6 +39,8 @@ def detect_format(entries: Iterable[Any]) -> str:
             continue
         if e.get("type") in ENVELOPE_TYPES or "record_type" in e:
             return "codex"
+        if e.get("type") in ITEM_TYPES and "message" not in e and "uuid" not in e:
+            return "codex"  # legacy rollout: bare items, no envelope
         if "parentUuid" in e or "sessionId" in e or (e.get("type") in ("user", "assistant")
                                                      and isinstance(e.get("message"), dict)):
             return "claude"
@@ -48,7 +50,8 @@ def detect_format(entries: Iterable[Any]) -> str:
 def subagent_files(path: Path) -> list[Path]:
     """Claude Code >= 2.1 keeps subagents in `<session>/subagents/agent-*.jsonl` next to it."""
     d = path.with_suffix("") / "subagents"
-    return sorted(d.glob("agent-*.jsonl")) if d.is_dir() else []
+    # flat at every nesting depth; workflow agents live one level further down
+    return sorted(d.rglob("agent-*.jsonl")) if d.is_dir() else []
 
 
 def read_transcript(path: str | Path, *, fmt: str | None = None,
@@ -75,9 +78,23 @@ def read_transcript(path: str | Path, *, fmt: str | None = None,
         t = read_codex(iter_lines(path))
     else:
         subs = subagent_files(path) if subagents is None else [Path(p) for p in subagents]
-        t = read_claude(iter_lines(path), [iter_lines(p) for p in subs])
+        t = read_claude(iter_lines(path), [(iter_lines(p), _meta(p), _agent_id(p)) for p in subs])
     t.session_id = session_id or t.session_id or path.stem
     return t
+
+
+def _agent_id(path: Path) -> str | None:
+    stem = path.stem
+    return stem[len("agent-"):] if stem.startswith("agent-") else None
+
+
+def _meta(path: Path) -> dict | None:
+    """`agent-<id>.meta.json` beside a subagent file names the call that spawned it."""
+    try:
+        data = json.loads(path.with_suffix(".meta.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _json_list(path: Path) -> list | None:
@@ -135,7 +152,7 @@ def read_steps(steps: Iterable[Any], *, session_id: str, agent: str = "generic",
 
 def _step_events(step: dict, names: dict[str, str]) -> list[Event]:
     kind = step.get("kind") or step.get("type")
-    if kind in ("user", "assistant", "tool_call", "tool_result", "system", "summary"):
+    if kind in ("user", "assistant", "thinking", "tool_call", "tool_result", "system", "summary"):
         cid = step.get("call_id") or step.get("tool_call_id")
         name = step.get("tool_name") or step.get("name") or names.get(cid or "")
         if kind == "tool_call" and cid and name:

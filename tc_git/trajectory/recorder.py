@@ -8,6 +8,7 @@ makes the ids reproducible. The caller holds the store lock.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
@@ -19,7 +20,7 @@ import pygit2
 from pygit2.enums import ObjectType
 
 from ..fsutil import atomic_write
-from ..secrets import redact_text
+from .. import secrets as _secrets
 from ..timeline import signature
 from .model import Event, Transcript, short_text
 from .readers import read_transcript
@@ -47,6 +48,8 @@ class RecordResult:
     redactions: int
     duplicates: int = 0
     dangling: int = 0
+    joined: int = 0  # lines whose parent was missing, joined to the main line
+    unknown_types: dict = field(default_factory=dict)  # line type -> count (skipped, reported)
     title: str | None = None
     commits: dict[str, str] = field(default_factory=dict, repr=False)  # event key -> commit
 
@@ -68,16 +71,28 @@ def session_prefix(agent: str, session_id: str) -> str:
 # -- redaction ---------------------------------------------------------------------------------
 
 def _redact(value: Any, counter: list[int]) -> Any:
+    """Everything an event says goes through the secrets engine (`secrets.redact_text`, or
+    its structure-aware redaction when it has one, which also sees `KEY=value` across keys
+    and values); this module has no patterns of its own."""
+    structured = getattr(_secrets, "redact_obj", None) or getattr(_secrets, "redact_value", None)
+    if structured is not None and not isinstance(value, str):
+        out = structured(value)
+        if out != value:
+            counter[0] += 1
+        return out
     if isinstance(value, str):
-        out = redact_text(value)
+        out = _secrets.redact_text(value)
         if out != value:
             counter[0] += 1
         return out
     if isinstance(value, list):
         return [_redact(v, counter) for v in value]
     if isinstance(value, dict):
-        return {k: _redact(v, counter) for k, v in value.items()}
+        return {_redact(k, counter) if isinstance(k, str) else k: _redact(v, counter) for k, v in value.items()}
     return value
+
+
+IMAGE_EXT = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
 
 
 # -- object serialisation ----------------------------------------------------------------------
@@ -114,6 +129,12 @@ def _files(record: dict) -> dict[str, bytes]:
             del record[fld]
     if blobs:
         record["blobs"] = blobs
+    for n, img in enumerate(record.get("images") or []):
+        if isinstance(img, dict) and isinstance(img.get("data"), str):
+            raw = base64.b64decode(img.pop("data"))  # checked by the reader
+            img["path"] = f"image-{n}.{IMAGE_EXT.get(str(img.get('media_type')), 'bin')}"
+            img["bytes"] = len(raw)
+            files[img["path"]] = raw
     files["event.json"] = _dumps(record)
     return files
 
@@ -148,7 +169,11 @@ def _commit_bytes(tree: bytes, parent: str | None, when: float, subject: str) ->
 
 def _write_event(repo: pygit2.Repository, ev: Event, parent: str | None,
                  new: dict[str, int], red: list[int]) -> str:
-    record = _redact(ev.record(), red)
+    record = ev.record()
+    images = record.pop("images", None)  # binary data: not text the credential scan reads
+    record = _redact(record, red)
+    if images:
+        record["images"] = [dict(i) for i in images]
     subject = event_subject(record).replace("\n", " ")
     files = _files(record)
     entries = b"".join(b"100644 " + name.encode() + b"\0" + _obj(repo, "blob", data, new)
@@ -180,7 +205,9 @@ def record(repo: pygit2.Repository, transcript: Transcript, *, update_refs: bool
     return RecordResult(session=sname, events=len(transcript.events), new_commits=new["commit"],
                         branches=branches, skipped=st["skipped"], ignored=st["ignored"],
                         malformed=st["malformed"], redactions=red[0], duplicates=st["duplicates"],
-                        dangling=st["dangling"], title=transcript.title, commits=commits)
+                        dangling=st["dangling"], joined=st.get("joined", 0),
+                        unknown_types=dict(st.get("unknown_types") or {}), title=transcript.title,
+                        commits=commits)
 
 
 class _Cache:
@@ -285,15 +312,19 @@ def _update_refs(repo: pygit2.Repository, prefix: str, branches: dict[str, str])
 
 # -- reading back ------------------------------------------------------------------------------
 
-def load_event(repo: pygit2.Repository, commit: str | pygit2.Oid | pygit2.Commit) -> dict:
+def load_event(repo: pygit2.Repository, commit: str | pygit2.Oid | pygit2.Commit, *,
+               image_data: bool = False) -> dict:
     """The stored record of an event commit, with large fields reassembled, plus `id` and
-    `parent` (hex)."""
+    `parent` (hex). Images stay references to their blobs unless `image_data` (base64)."""
     c = commit if isinstance(commit, pygit2.Commit) else repo[commit].peel(pygit2.Commit)
     tree = c.tree
     record = json.loads(tree["event.json"].data)
     for fld, info in record.pop("blobs", {}).items():
         data = tree[info["path"]].data
         record[fld] = json.loads(data) if info["path"].endswith(".json") else data.decode("utf-8", "replace")
+    for img in record.get("images") or []:
+        if image_data and isinstance(img, dict) and img.get("path") in tree:
+            img["data"] = base64.b64encode(tree[img["path"]].data).decode("ascii")
     record["id"] = str(c.id)
     record["parent"] = str(c.parent_ids[0]) if c.parent_ids else None
     return record
