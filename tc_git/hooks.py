@@ -6,15 +6,20 @@ event needs:
 
 - SessionStart: if the workspace (`cwd` of the event, or a parent of it) has an active task,
   print `hookSpecificOutput.additionalContext` = the resume handoff; else print nothing.
-- SessionEnd (and Codex `Stop`): spawn a detached worker that captures the workspace, records
-  the transcript into the trajectory and links its tip to the code timeline; return at once
-  (Claude Code gives every SessionEnd hook together 1.5 s).
+- SessionEnd (and Codex `Stop`): spawn a detached worker that records the transcript and
+  returns at once (Claude Code gives every SessionEnd hook together 1.5 s). Every session is
+  recorded (`TC_RECORD=all`, the default): into the workspace store when there is one (with an
+  active task the worker also captures the code and links the session's tip to it), else into
+  the user-level store (`$XDG_DATA_HOME/tc-git/store`, see trajectory/userstore.py).
+  `TC_RECORD=tasks` records only where a task is active, `TC_RECORD=off` never; a
+  `.tc-no-record` file in the project (or a parent) opts that project out.
 - PostToolUse on a file-changing tool: record a drift whose note names the tool call.
 - PreCompact: record the transcript so far and name a milestone `precompact-<session>-<n>` on
   its tip, linked to the code timeline.
 
 Rules: never fail the agent (any error -> a line on stderr, exit 0, and a line in
-`<store>/tc/hooks.log` when there is a store); never create a store; no active task -> nothing.
+`<store>/tc/hooks.log` when there is a store); never create a workspace store; no active task ->
+nothing, except the session recording above.
 Start-up cost matters (every tool call pays it): this module imports only the standard library
 at load time, never `mcp`, and pygit2 (through the engine) only on the paths that need it.
 """
@@ -45,13 +50,46 @@ EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit", "apply_pat
 # Claude Code runs these hooks async (see hooks/hooks.json), so the agent does not wait.
 SHELL_TOOLS = frozenset({"Bash", "shell", "exec_command", "local_shell", "shell_command"})
 AGENTS = ("claude", "codex")
+RECORDING = frozenset({"SessionEnd", "Stop"})
+OPT_OUT_FILE = ".tc-no-record"
+
+
+def record_mode() -> str:
+    """`TC_RECORD`: off | tasks | all (default; anything unknown counts as all)."""
+    mode = (os.environ.get("TC_RECORD") or "all").strip().lower()
+    return mode if mode in ("off", "tasks", "all") else "all"
+
+
+def user_store_path():
+    """`$XDG_DATA_HOME/tc-git/store` (default `~/.local/share/tc-git/store`)."""
+    from pathlib import Path
+
+    base = os.environ.get("XDG_DATA_HOME") or ""
+    if not os.path.isabs(base):  # the XDG spec: a relative value is invalid, ignore it
+        base = os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "tc-git" / "store"
+
+
+def opted_out(cwd) -> bool:
+    """A `.tc-no-record` file in the directory or any parent turns recording off there."""
+    if not cwd:
+        return False
+    d = os.path.realpath(os.path.expanduser(str(cwd)))
+    while True:
+        if os.path.exists(os.path.join(d, OPT_OUT_FILE)):
+            return True
+        parent = os.path.dirname(d)
+        if parent == d:
+            return False
+        d = parent
 
 
 class Place:
     """Where a hook acts: the workspace root, its store, and the active task (or None)."""
 
-    def __init__(self, root: str, store: str, task: str | None):
+    def __init__(self, root: str, store: str, task: str | None, user: bool = False):
         self.root, self.store, self.task = root, store, task
+        self.user = user  # the user-level store (no workspace store here)
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"Place({self.root!r}, {self.store!r}, {self.task!r})"
@@ -251,7 +289,7 @@ def on_session_end(event: dict, place: Place, agent: str) -> dict | None:
     tp = event.get("transcript_path")
     payload = {"root": place.root, "store": place.store, "agent": agent, "transcript": tp,
                "session": event.get("session_id"), "event": event.get("hook_event_name"),
-               "reason": event.get("reason")}
+               "reason": event.get("reason"), "user_store": place.user}
     logf = None
     try:
         logf = open(os.path.join(place.store, "tc", LOG_NAME), "ab")
@@ -286,6 +324,8 @@ def worker(payload: dict) -> int:
         place = Place(payload["root"], store, None)
         agent, session, tp = payload.get("agent") or "claude", payload.get("session"), payload.get("transcript")
         time.sleep(float(os.environ.get("TC_HOOK_SETTLE", "0.3")))  # the transcript may lag
+        if payload.get("user_store"):
+            return _user_worker(payload, agent, session, tp)
         e = _engine(place, agent, session)
         try:
             capture_linked(e, {"name": payload.get("event") or "SessionEnd", "agent": agent, "session": session},
@@ -305,7 +345,7 @@ def worker(payload: dict) -> int:
             size = st.st_size
             res = e.record(transcript=tp)
             tip = res["tip"]
-            if tip:
+            if tip and e.store.active_task():
                 with e.store.lock():  # the session's tip shows the code of its end
                     if not event_note(e.repo, tip).get("code_commit"):
                         link_code(e.repo, tip, str(e._timeline().head_oid()))
@@ -316,6 +356,28 @@ def worker(payload: dict) -> int:
     except Exception as exc:
         log(store, f"worker: failed: {type(exc).__name__}: {exc}")
         print(f"tc-git hook worker: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return 0
+
+
+def _user_worker(payload: dict, agent: str, session: str | None, tp: str | None) -> int:
+    """Record into the user-level store (no workspace store here), again while the file grows."""
+    store = payload.get("store")
+    if not tp or not os.path.isfile(tp):
+        log(store, f"worker: no transcript at {tp!r}")
+        return 0
+    from .trajectory.userstore import record_session
+
+    size, rounds = -1, 0
+    while rounds < 5:
+        st = os.stat(tp)
+        if st.st_size == size:
+            break
+        size = st.st_size
+        res = record_session(tp, payload["root"], agent=agent, session=session)
+        log(store, f"worker: recorded {res['session']} for {payload['root']}: {res['events']} events, "
+                   f"{res['new_commits']} new, {len(res['branches'])} branches")
+        rounds += 1
+        time.sleep(float(os.environ.get("TC_HOOK_REGROW", "1.0")))
     return 0
 
 
@@ -342,8 +404,18 @@ def run(name: str | None, agent_hint: str | None = None, stdin=None) -> str:
         handler = HANDLERS.get(kind or "")
         if handler is None:
             return ""
-        place = locate(event.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
-        if place is None or not place.task:
+        cwd = event.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+        place = locate(cwd)
+        if kind in RECORDING:  # every session is recorded unless turned off (see the top)
+            mode = record_mode()
+            if mode == "off" or opted_out(cwd) or (mode == "tasks" and (place is None or not place.task)):
+                return ""
+            if place is None:
+                d = os.path.realpath(os.path.expanduser(str(cwd)))
+                if not os.path.isdir(d):
+                    return ""
+                place = Place(d, str(user_store_path()), None, user=True)
+        elif place is None or not place.task:
             return ""
         out = handler(event, place, detect_agent(event, agent_hint))
         return json.dumps(out, ensure_ascii=False) if out else ""

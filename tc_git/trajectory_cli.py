@@ -1,5 +1,10 @@
 """The trajectory layer on the command line: record, sessions, milestone, events, checkout,
-markdown, branch, tdiff, replay."""
+markdown, branch, tdiff, replay.
+
+Sessions recorded by the hooks outside any workspace store live in the user-level store
+(trajectory/userstore.py): `sessions` lists this project's sessions from both stores, and the
+read commands (events, checkout, markdown, replay) look there when the workspace store does not
+have the point."""
 from __future__ import annotations
 
 import json
@@ -16,6 +21,48 @@ def _workspace_paths(args, paths):
     from .cli import workspace_paths
 
     return workspace_paths(args, paths)
+
+
+def _user_engine(args):
+    from .engine import Engine
+    from .hooks import user_store_path
+
+    path = user_store_path()
+    if not (path / "HEAD").is_file():
+        return None
+    return Engine(args.root, store=str(path))
+
+
+def _either(args, fn):
+    """fn(engine) on the workspace store, else on the user-level store."""
+    from .errors import NotFound
+
+    try:
+        return fn(_engine(args))
+    except NotFound as first:
+        user = _user_engine(args)
+        if user is None:
+            raise
+        try:
+            return dict(fn(user), store="user")
+        except NotFound:
+            raise first from None
+
+
+def _sessions(args) -> dict:
+    from .trajectory.userstore import project_sessions
+
+    r = _engine(args).sessions()
+    for s in r["sessions"]:
+        s["store"] = "workspace"
+    user = _user_engine(args)
+    if user is not None:
+        mine = project_sessions(args.root)
+        ur = user.sessions()
+        r["sessions"] += [dict(s, store="user") for s in ur["sessions"] if s["session"] in mine]
+        r["milestones"] += [dict(m, store="user") for m in ur["milestones"] if m.get("session") in mine]
+        r["user_store"] = str(user.store.path)
+    return r
 
 
 def _when(ts) -> str:
@@ -41,7 +88,8 @@ def _h_record(r: dict) -> str:
 
 
 def _h_sessions(r: dict) -> str:
-    lines = [f"{s['session']}: " + ", ".join(f"{b} {t[:10]}" for b, t in s["branches"].items())
+    lines = [f"{s['session']}{' (user store)' if s.get('store') == 'user' else ''}: "
+             + ", ".join(f"{b} {t[:10]}" for b, t in s["branches"].items())
              for s in r["sessions"]] or ["no sessions recorded"]
     for m in r["milestones"]:
         lines.append(f"milestone {m['name']}: {m['session'] or '-'} @ {m['event'][:10]}"
@@ -101,7 +149,7 @@ def setup(sub) -> None:
                                                     agent=a.agent, session=a.session), human=_h_record)
 
     p = sub.add_parser("sessions", help="recorded sessions, their branches, and milestones")
-    p.set_defaults(func=lambda a: _engine(a).sessions(), human=_h_sessions)
+    p.set_defaults(func=_sessions, human=_h_sessions)
 
     p = sub.add_parser("milestone", help="name a moment of the conversation (and link the code of now)")
     p.add_argument("name")
@@ -117,7 +165,7 @@ def setup(sub) -> None:
     p.add_argument("-n", "--limit", type=int, default=50)
     p.add_argument("--offset", type=int, default=0)
     p.add_argument("--oldest-first", action="store_true")
-    p.set_defaults(func=lambda a: _engine(a).trajectory_log(a.point, a.limit, a.offset, a.oldest_first),
+    p.set_defaults(func=lambda a: _either(a, lambda e: e.trajectory_log(a.point, a.limit, a.offset, a.oldest_first)),
                    human=_h_events)
 
     p = sub.add_parser("checkout", help="the conversation up to a milestone or event (--code: its code too)")
@@ -126,14 +174,14 @@ def setup(sub) -> None:
     p.add_argument("--apply", action="store_true")
     p.add_argument("--path", dest="paths", action="append", default=None, metavar="PATH",
                    help="with --code: restore only this file or directory (repeatable)")
-    p.set_defaults(func=lambda a: _engine(a).checkout(a.point, restore_code=a.code, apply=a.apply,
-                                                      paths=_workspace_paths(a, a.paths)),
+    p.set_defaults(func=lambda a: _either(a, lambda e: e.checkout(a.point, restore_code=a.code, apply=a.apply,
+                                                                  paths=_workspace_paths(a, a.paths))),
                    human=_h_messages)
 
     p = sub.add_parser("markdown", help="export a conversation as readable Markdown")
     p.add_argument("point")
     p.add_argument("-o", "--output", default=None)
-    p.set_defaults(func=lambda a: _engine(a).export_markdown(a.point, a.output),
+    p.set_defaults(func=lambda a: _either(a, lambda e: e.export_markdown(a.point, a.output)),
                    human=lambda r: r.get("markdown") or f"wrote {r['path']} ({r['bytes']} bytes)")
 
     p = sub.add_parser("branch", help="a named fork of a conversation at an event")
@@ -151,4 +199,4 @@ def setup(sub) -> None:
     p = sub.add_parser("replay", help="messages up to a point, code states, or verify the recorded edits")
     p.add_argument("point")
     p.add_argument("--mode", choices=["messages", "code", "verify"], default="messages")
-    p.set_defaults(func=lambda a: _engine(a).replay(a.point, a.mode), human=_h_replay)
+    p.set_defaults(func=lambda a: _either(a, lambda e: e.replay(a.point, a.mode)), human=_h_replay)

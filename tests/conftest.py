@@ -17,6 +17,12 @@ from pathlib import Path
 
 import pytest
 
+# Hooks record every session into a user-level store under $XDG_DATA_HOME when a directory has
+# no store of its own: no test may write into the real one.
+import tempfile  # noqa: E402
+
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="tc-git-tests-xdg-")
+
 # The `tc` console script, independent of PATH (`python -m tc_git` is the MCP server).
 # Real agent transcripts (MIT; provenance in tests/fixtures/transcripts/SOURCES.md)
 TRANSCRIPTS = Path(__file__).resolve().parent / "fixtures" / "transcripts"

@@ -393,3 +393,65 @@ def test_post_tool_use_on_a_closed_task_is_quiet(ws):
               tool_input={"file_path": str(ws / "src" / "a.py")}, tool_response={})
     r = run_hook(ev)
     assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
+
+
+# ------------------------------------------------------------------ every session is recorded
+def _user_env(tmp_path, **extra):
+    home, data = tmp_path / "home", tmp_path / "xdg"
+    home.mkdir(exist_ok=True)
+    return clean_env(HOME=home, XDG_DATA_HOME=data, TC_HOOK_SETTLE="0", TC_HOOK_REGROW="0.2", **extra), data
+
+
+def test_session_end_without_a_store_records_into_the_user_store(tmp_path):
+    plain = tmp_path / "proj"
+    plain.mkdir()
+    tp = tmp_path / "c64cc478-3430-40fe-8e9c-4ee9986e9754.jsonl"
+    shutil.copy(CLAUDE_FIXTURE, tp)
+    env, data = _user_env(tmp_path)
+    ev = base(plain, "SessionEnd", session="c64cc478-3430-40fe-8e9c-4ee9986e9754", transcript=tp, reason="other")
+    r = run_hook(ev, env=env)
+    assert (r.returncode, r.stdout) == (0, b""), r.stderr
+    assert r.elapsed < 1.0, f"SessionEnd took {r.elapsed:.2f}s of its 1.5 s budget"
+    store = data / "tc-git" / "store"
+    main = "refs/checkpoints/sessions/claude-c64cc478-3430-40fe-8e9c-4ee9986e9754/main"
+    tip = wait_for(lambda: (store / "HEAD").is_file() and refs(store, main).get(main), timeout=30)
+    assert tip, "the worker did not record into the user-level store"
+    assert len(git(store, "log", "--oneline", main).decode().splitlines()) == 37  # stock git reads it
+    assert oct((data / "tc-git").stat().st_mode & 0o777) == "0o700"
+    assert oct(store.stat().st_mode & 0o777) == "0o700"
+    index = json.loads((store / "tc" / "projects.json").read_text())
+    assert "claude-c64cc478-3430-40fe-8e9c-4ee9986e9754" in index[str(plain.resolve())]
+    assert sorted(p.name for p in plain.iterdir()) == []  # nothing in the project itself
+    # the CLI finds it from the project: sessions, events, markdown
+    tc = [sys.executable, "-c", "import sys; from tc_git.cli import main; sys.exit(main(sys.argv[1:]))"]
+    out = subprocess.run(tc + ["--root", str(plain), "--json", "sessions"], capture_output=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "claude-c64cc478-3430-40fe-8e9c-4ee9986e9754" in out.stdout.decode()
+    out = subprocess.run(tc + ["--root", str(plain), "markdown", "claude-c64cc478-3430-40fe-8e9c-4ee9986e9754"],
+                         capture_output=True, env=env)
+    assert out.returncode == 0 and b"### User" in out.stdout, out.stderr
+    fsck(store)
+
+
+@pytest.mark.parametrize("how", ["TC_RECORD=off", "opt-out file"])
+def test_recording_can_be_turned_off(tmp_path, how):
+    plain = tmp_path / "proj"
+    plain.mkdir()
+    env, data = _user_env(tmp_path, **({"TC_RECORD": "off"} if how == "TC_RECORD=off" else {}))
+    if how == "opt-out file":
+        (plain / ".tc-no-record").write_text("")
+    ev = base(plain, "SessionEnd", transcript=CLAUDE_FIXTURE, reason="other")
+    r = run_hook(ev, env=env)
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
+    time.sleep(1.0)
+    assert not data.exists(), "nothing may be written"
+
+
+def test_tc_record_tasks_keeps_the_old_rule(tmp_path):
+    plain = tmp_path / "proj"
+    plain.mkdir()
+    env, data = _user_env(tmp_path, TC_RECORD="tasks")
+    r = run_hook(base(plain, "SessionEnd", transcript=CLAUDE_FIXTURE, reason="other"), env=env)
+    assert r.returncode == 0
+    time.sleep(1.0)
+    assert not data.exists()

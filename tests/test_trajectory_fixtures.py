@@ -337,3 +337,27 @@ def test_progress_line_parent_is_not_a_fork(repo, tmp_path: Path) -> None:
     kinds = [r["kind"] for r in T.replay(repo, res_.branches["main"])]
     assert kinds == ["user", "tool_call", "tool_call", "tool_result", "tool_result", "assistant",
                      "tool_call", "tool_result", "assistant"]
+
+
+def test_a_session_without_main_opens_by_name(repo, tmp_path: Path) -> None:
+    """A subagent file recorded alone has only `agent-<id>`; a session's name resolves to its
+    only branch, or to the branch with the most recent event."""
+    import subprocess
+    import sys
+
+    from conftest import clean_env
+
+    res = T.record(repo, T.read_transcript(TRANSCRIPTS / "claude-daaain-3-subagent-showcol2.jsonl"))
+    assert sorted(res.branches) == ["agent-showcol2"]
+    entries, total = T.log(repo, res.session)
+    assert total == 4 and entries[0]["id"] == res.branches["agent-showcol2"]
+    assert "Survey src/jobs" in T.export_markdown(repo, res.session)
+    # two branches, neither main: the latest event wins
+    repo.references.create(f"{res.ref_prefix}older", str(repo[res.branches["agent-showcol2"]].parent_ids[0]))
+    assert str(T.resolve(repo, res.session).id) == res.branches["agent-showcol2"]
+    # and through the CLI, as a user types it
+    tc = [sys.executable, "-c", "import sys; from tc_git.cli import main; sys.exit(main(sys.argv[1:]))"]
+    ws = Path(repo.path).parent
+    for cmd in (["events", res.session], ["markdown", res.session]):
+        r = subprocess.run(tc + ["--root", str(ws), *cmd], capture_output=True, env=clean_env())
+        assert r.returncode == 0 and r.stdout.strip(), r.stderr

@@ -60,12 +60,26 @@ def resolve(repo: pygit2.Repository, point: str) -> pygit2.Commit:
         ref = repo.references.get(name) if pygit2.reference_is_valid_name(name) else None
         if ref is not None:
             return repo[ref.target].peel(pygit2.Commit)
+    if point and "/" not in point and not point.startswith(("-", "refs/")):
+        tip = session_tip(repo, point)
+        if tip is not None:
+            return tip
     if point and not point.startswith("-"):
         try:
             return repo.revparse_single(point).peel(pygit2.Commit)
         except (KeyError, ValueError, pygit2.GitError):
             pass
     raise NotFound(f"no milestone, session or event {point!r}; list them with tc_sessions (tc sessions)")
+
+
+def session_tip(repo: pygit2.Repository, session: str) -> pygit2.Commit | None:
+    """A session without `main` (a subagent file recorded alone, a session whose main line was
+    renamed): its only branch, or the branch whose tip is the most recent event."""
+    prefix = f"{SESSIONS_PREFIX}{session}/"
+    tips = [repo[repo.references[r].target].peel(pygit2.Commit) for r in repo.references if r.startswith(prefix)]
+    if not tips:
+        return None
+    return max(tips, key=lambda c: (c.commit_time, str(c.id)))
 
 
 # -- notes -------------------------------------------------------------------------------------

@@ -1,0 +1,78 @@
+"""The user-level session store: where sessions are recorded when their directory has no store.
+
+Every session is recorded by default (`TC_RECORD=all`): into the workspace store when the
+session's directory (or a parent) has one, else into one bare repository per user,
+`$XDG_DATA_HOME/tc-git/store` (default `~/.local/share/tc-git/store`, mode 0700), the seed's
+"one user-level database". Sessions there are the same refs as in a workspace store
+(`refs/checkpoints/sessions/<agent>-<id>/<branch>`); `tc/projects.json` keys them by the
+project path the session ran in, so `tc sessions` in a project lists its own.
+
+Opting out: `TC_RECORD=off` (nothing), `TC_RECORD=tasks` (only workspaces with an active task,
+the old behaviour), or a `.tc-no-record` file in the project directory or any parent.
+The path rules are in `tc_git.hooks` (stdlib only): the SessionEnd hook applies them before it
+forks its worker.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+__all__ = ["OPT_OUT_FILE", "record_mode", "user_store_path", "opted_out", "record_session",
+           "project_sessions", "open_user_store"]
+
+# The path rules are stdlib-only and live with the hook (which must not load pygit2).
+from ..hooks import OPT_OUT_FILE, opted_out, record_mode, user_store_path  # noqa: E402
+
+
+def open_user_store(project: str | os.PathLike, *, create: bool = False):
+    """The user-level Store, its workspace set to `project` (None when absent and not created)."""
+    from ..store import Store
+
+    path = user_store_path()
+    st = Store(path, Path(os.path.realpath(os.path.expanduser(str(project)))))
+    if not st.exists:
+        if not create:
+            return None
+        old = os.umask(0o077)
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(path.parent, 0o700)
+        finally:
+            os.umask(old)
+        st.create()
+    return st
+
+
+def record_session(transcript: str | os.PathLike, project: str | os.PathLike, *, agent: str | None = None,
+                   session: str | None = None) -> dict:
+    """Record a transcript into the user-level store under `project`. Idempotent, incremental."""
+    from .readers import read_transcript
+    from .recorder import record
+
+    st = open_user_store(project, create=True)
+    tr = read_transcript(str(transcript), session_id=session)
+    if agent:
+        tr.agent = agent
+    with st.lock():
+        res = record(st.repo, tr)
+        index = st.read_json("projects.json", {})
+        key = st.workspace.as_posix()
+        index.setdefault(key, {})[res.session] = {"transcript": os.fspath(transcript), "recorded": time.time(),
+                                                  "events": res.events}
+        st.write_json("projects.json", index)
+    return {"store": str(st.path), "session": res.session, "events": res.events, "new_commits": res.new_commits,
+            "branches": res.branches, "unknown_types": res.unknown_types}
+
+
+def project_sessions(project: str | os.PathLike) -> set[str]:
+    """Sessions the user-level store holds for `project` or a directory inside it."""
+    st = open_user_store(project)
+    if st is None:
+        return set()
+    root = st.workspace.as_posix().rstrip("/") + "/"
+    out: set[str] = set()
+    for path, sessions in st.read_json("projects.json", {}).items():
+        if (path.rstrip("/") + "/").startswith(root) and isinstance(sessions, dict):
+            out.update(sessions)
+    return out
