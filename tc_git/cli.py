@@ -269,7 +269,7 @@ def _load_extensions() -> None:
     if EXTENSIONS:
         return  # already loaded (main() may run more than once in one process)
     for mod in ("tc_git.handoff_cli", "tc_git.trajectory_cli", "tc_git.view_cli", "tc_git.hooks_cli",
-                "tc_git.skill_cli"):
+                "tc_git.skill_cli", "tc_git.run"):
         try:
             m = importlib.import_module(mod)
         except ImportError:
@@ -313,6 +313,8 @@ def main(argv=None) -> int:
                 print(text)
             except BrokenPipeError:  # `tc ... | head`
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if getattr(args, "exit_code_from_result", False):  # `run -- cmd` exits with the command's code
+        return int(result.get("exit_code", 0))
     return 0
 
 

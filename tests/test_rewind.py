@@ -3,8 +3,6 @@
 Workspace bytes are the judge for what changed; stock git reads the restore commits."""
 from __future__ import annotations
 
-import json
-import os
 import sys
 
 import pytest
