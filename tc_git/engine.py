@@ -17,6 +17,7 @@ from . import restore as restore_mod
 from . import snapshot as snapshot_mod
 from .errors import BadInput, NotFound, TaskClosed
 from .policy import Policy, exclude_file, validate_excludes
+from .secrets import redact_fields
 from .resume import handoff_text
 from .store import POINTER_FILE, Store, atomic_write, check_root, locate
 from .timeline import TASK_ID_RE, Entry, Timeline
@@ -45,7 +46,7 @@ class Engine:
         self.store = Store(path, self.root)
         self.progress = progress  # callable(done, total, message) or None
         self.agent, self.session = agent, session
-        self.policy = Policy(max_file=int(os.environ.get("TC_MAX_FILE_BYTES", 100 << 20)))
+        self.policy = Policy(max_file=int(os.environ.get("TC_MAX_FILE_BYTES", 100 << 20)), root=str(self.root))
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -153,6 +154,26 @@ class Engine:
         out += [f"nested repository (recorded, not stored): {p}" for p in snap.nested]
         return out[:MAX_LIST]
 
+    @staticmethod
+    def _left_out(record: dict, cap: int = MAX_LIST) -> list[dict]:
+        """Files a commit's snapshot does not hold, and why (from its note): the receiving side
+        of an export, an import or a restore must supply them itself."""
+        files = record.get("files") or {}
+        out = [{"path": x.get("path"), "why": x.get("why"), "reason": x.get("reason", "")}
+               for x in files.get("left", [])]
+        out += [{"path": n.get("path"), "why": "nested", "reason": "nested repository (recorded, not stored)"}
+                for n in files.get("nested", [])]
+        return out[:cap]
+
+    @staticmethod
+    def _newly_left(prev: dict, snap) -> list[str]:
+        """Left-out files that are new since the previous commit's note, or changed (size/mtime/why):
+        `save` says each once, not on every step."""
+        seen = {(x.get("path"), x.get("why"), x.get("size"), x.get("mtime"))
+                for x in (prev.get("files") or {}).get("left", [])}
+        return [f"{x.why}: {x.path} ({x.reason})" for x in snap.left
+                if (x.path, x.why, x.size, round(x.mtime, 3)) not in seen][:MAX_LIST]
+
     # ------------------------------------------------------------------ tasks
     def init(self, name: str, goal: str = "", constraints: str = "", store: str | None = None,
              exclude=None) -> dict:
@@ -175,16 +196,16 @@ class Engine:
                     prev_suspended = prev
             task_id = f"t{time.time_ns()}"
             tl = Timeline(self.repo, task_id)
-            task = {"id": task_id, "name": name.strip(), "goal": goal or "", "constraints": constraints or "",
-                    "exclude": exclude, "created": _now_iso()}
+            texts, redacted = redact_fields({"name": name.strip(), "goal": goal or "", "constraints": constraints or ""})
+            task = {"id": task_id, **texts, "exclude": exclude, "created": _now_iso()}
             empty = self.repo.TreeBuilder().write()
-            rec = self._record(tl, None, task=task, title=name.strip(), conclusion=goal or "")
+            rec = self._record(tl, None, task=task, title=task["name"], conclusion=task["goal"])
             tl.append("init", empty, rec)
             self.store.set_active_task(task_id)
         external = not self.store.inside_workspace()
         return {
             "task_id": task_id, "name": task["name"], "store": str(self.store.path),
-            "store_is_external": external, "prev_suspended": prev_suspended, "exclude": exclude,
+            "store_is_external": external, "prev_suspended": prev_suspended, "exclude": exclude, "redacted": redacted,
             "note": ("store is outside the workspace" if external else
                      "store is inside the workspace (.checkpoints/, hidden from git status); deleting "
                      "the workspace deletes it: pass store to keep it elsewhere"),
@@ -234,8 +255,10 @@ class Engine:
                 self.store.set_active_task(task_id)
                 changed_active = True
             snap = self._snapshot(head.record.get("task", {}))
+            newly_left = self._newly_left(head.record, snap)
             fields = {"title": title.strip(), "description": description or "", "conclusion": conclusion or "",
                       "verified": verified, "open_questions": open_questions, "next": next or ""}
+            fields, redacted = redact_fields(fields)  # a credential in a field never becomes an object
             last_step = self._last_step(tl)
             same = (last_step is not None and head.step == last_step.step
                     and self.repo[last_step.oid].tree_id == snap.tree
@@ -258,10 +281,10 @@ class Engine:
                 tl.append("close", snap.tree, self._record(tl, h, title=f"closed after step {index}"))
             status = "closed" if close else "open"
         return {
-            "task_id": tid, "index": index, "title": title.strip(), "commit": str(oid),
+            "task_id": tid, "index": index, "title": fields["title"], "commit": str(oid),
             "groups": [], "skipped_paths": self._skipped(snap), "idempotent": idempotent, "closed": bool(close),
             "status": status, "active_task_changed": changed_active, "git": git,
-            "changed": snap.changed,
+            "changed": snap.changed, "redacted": redacted, "newly_left_out": newly_left,
         }
 
     def _last_step(self, tl: Timeline) -> Entry | None:
@@ -333,6 +356,7 @@ class Engine:
             "open_questions": lr.get("open_questions", []), "drift_paths": paths, "drift_total": total,
             "next": lr.get("next", ""), "store": str(self.store.path),
             "active_task": self.store.active_task(), "skipped": sorted(left)[:MAX_LIST],
+            "left_out": self._left_out(head.record),
             "health": {"ok": not warnings, "errors": warnings}, "warnings": warnings,
             "milestone": self._latest_milestone(tl.task_id),
             "commit": str(head.oid),
@@ -464,7 +488,8 @@ class Engine:
                 self._check_selection(sel, self.repo[snap.tree], target_tree, target.id, left)
             plan = restore_mod.make_plan(self.repo, self.repo[snap.tree], target_tree, left, sel)
             out = {"applied": False, "recovered": None, "target": target.id, "target_commit": str(target.oid),
-                   "plan": plan.as_dict(limit), "skipped_paths": self._skipped(snap), "paths": sel}
+                   "plan": plan.as_dict(limit), "skipped_paths": self._skipped(snap), "paths": sel,
+                   "not_in_target": self._left_out(tl.record(target.oid), limit)}
             if _undo_of:
                 out["undo_of"] = _undo_of
             if not apply:
@@ -712,10 +737,12 @@ class Engine:
             except TaskClosed:
                 pass
             code = self._code_head()
+        texts, redacted = redact_fields({"message": message})
+        message = texts["message"]
         m = T.set_milestone(self.repo, name, event, session=session, code_commit=code, message=message,
                             force=force)
         return {"name": m.name, "event": m.event, "session": m.session, "code_commit": m.code_commit,
-                "message": m.message}
+                "message": m.message, "redacted": redacted}
 
     def milestone(self, name: str, at: str, message: str = "", force: bool = False) -> dict:
         """Name an event (a session, branch, milestone or event id) and link the code of now."""

@@ -35,6 +35,7 @@ from pygit2.enums import FileMode, ObjectType
 
 from . import bundle as bundle_mod
 from .errors import BadInput, Conflict, NotFound, TaskClosed, Unavailable
+from .secrets import redact_text
 from .store import Store, atomic_write
 from .timeline import NOTES_REF, TASK_ID_RE, TASKS_PREFIX, Timeline, entry_of, head_ref, signature
 
@@ -465,8 +466,14 @@ def handoff_markdown(info: dict, bundle: Path, refs: dict, incremental: bool) ->
     if incremental:
         lines += ["This bundle is **incremental**: the receiving repository must already hold the "
                   "earlier bundle's refs (`git bundle verify` lists them).", ""]
+    left = info.get("left_out") or []
+    if left:  # the receiving side must supply these itself
+        lines += ["## Not in this snapshot", "",
+                  "These files were left out of the checkpoint (credentials never become objects; "
+                  "special or oversized files are recorded, not stored). Supply them on the receiving side:", ""]
+        lines += [f"- `{x.get('path')}`: {x.get('why')} ({x.get('reason', '')})" for x in left] + [""]
     lines += ["## Refs", ""] + [f"- `{r}` {str(o)[:12]}" for r, o in sorted(refs.items())] + [""]
-    return "\n".join(lines)
+    return redact_text("\n".join(lines))  # names and reasons pass the secrets engine too
 
 
 def export(engine, to, since=None, task_id: str | None = None) -> dict:
@@ -578,6 +585,10 @@ def import_(engine, package, rename: str | None = None, merge: bool = False, app
     result["git"] = mirror(engine, lambda repo: task_refs(repo, tid, milestones_only=True), head_ref(tid))
     t2 = time.perf_counter()
     result["restore"] = _restore_to_head(engine, tid, apply)
+    try:  # never silent: the files the imported snapshot does not hold, and why
+        result["left_out"] = engine._left_out(engine._timeline(tid).head().record)
+    except Exception:  # noqa: BLE001 - a report, not a reason to fail an import that succeeded
+        result["left_out"] = []
     result["seconds"] = {"import": round(t1 - t0, 3), "user_repo": round(t2 - t1, 3),
                          "restore": round(time.perf_counter() - t2, 3)}
     return result

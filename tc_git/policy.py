@@ -13,7 +13,8 @@ import stat as stat_mod
 from dataclasses import dataclass, field
 
 from .errors import BadInput
-from .secrets import scan_bytes, sensitive_path
+from . import secrets as secrets_mod
+from .secrets import sensitive_path
 
 # Always left out (gitignore syntax). Deliberately short: the seed also excluded build/, dist/,
 # target/ and backup* at any depth, which silently dropped source directories with those names;
@@ -84,6 +85,21 @@ class Left:
 class Policy:
     max_file: int = DEFAULT_MAX_FILE
     large_cache: dict = field(default_factory=dict)  # (path,size,mtime_ns,ino) -> sha256
+    root: str | None = None  # where `.tcsecretsignore` is read from
+    _allow: tuple = (None, None)  # (stat key of the ignore file, Allowlist)
+
+    def allowlist(self):
+        """The workspace's `.tcsecretsignore`, re-read when it changes."""
+        if self.root is None:
+            return None
+        try:
+            st = os.stat(os.path.join(self.root, secrets_mod.IGNORE_FILE))
+            key = (st.st_size, st.st_mtime_ns, st.st_ino)
+        except OSError:
+            key = None
+        if self._allow[0] != key or self._allow[1] is None:
+            self._allow = (key, secrets_mod.Allowlist.load(self.root) if key else secrets_mod.Allowlist())
+        return self._allow[1]
 
     def classify_path(self, root: str, rel: str, st) -> Left | None:
         """Name, type and size rules from an lstat result; reads no content (except to hash a
@@ -103,9 +119,13 @@ class Policy:
     def classify_content(self, rel: str, data: bytes) -> Left | None:
         """Credential scan of exactly the bytes that will be stored (every byte, any size,
         binary or text). The caller hashes/writes the blob from this same buffer."""
-        kind = scan_bytes(data)
-        if kind:
-            return Left(rel, "secret", f"content holds a credential ({kind})", len(data))
+        found = secrets_mod.find(data, rel, self.allowlist())
+        if found:
+            f = found[0]
+            more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+            return Left(rel, "secret", f"content holds a credential ({f.rule} at line {f.line}{more}); if it is "
+                        f"not one, add `{secrets_mod.fingerprint(rel, f)}` to {secrets_mod.IGNORE_FILE} or mark "
+                        f"the line tc:allow-secret", len(data))
         return None
 
     def classify(self, root: str, rel: str) -> Left | None:

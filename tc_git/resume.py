@@ -6,11 +6,11 @@ LABELS = {
            "conclusion": "Last conclusion", "next": "Next", "questions": "Open questions",
            "unsaved": "Unsaved changes", "none": "none", "unknown": "not recorded",
            "milestone": "Latest milestone", "status": "Status", "more": "more",
-           "warn": "Warning"},
+           "warn": "Warning", "left": "Not in the snapshot"},
     "zh": {"task": "任务", "goal": "目标", "constraints": "约束", "step": "当前步骤",
            "conclusion": "上一步结论", "next": "下一步", "questions": "待解决问题",
            "unsaved": "未落档", "none": "无", "unknown": "未记录", "milestone": "最近里程碑",
-           "status": "状态", "more": "更多", "warn": "警告"},
+           "status": "状态", "more": "更多", "warn": "警告", "left": "未存入快照"},
 }
 MAX_BYTES = 2000
 
@@ -46,6 +46,12 @@ def handoff_text(info: dict, lang: str = "en") -> str:
     if total > min(len(paths), 8):
         shown += f" (+{total - min(len(paths), 8)} {L['more']})"
     lines.append(f"{L['unsaved']}: {shown}")
+    left = info.get("left_out") or []
+    if left:  # never silent: the next session must know which files it has to supply itself
+        shown = ", ".join(f"{_clip(x.get('path', ''), 60)} ({x.get('why')})" for x in left[:5])
+        if len(left) > 5:
+            shown += f" (+{len(left) - 5} {L['more']})"
+        lines.append(f"{L['left']}: {shown}")
     if info.get("milestone"):
         lines.append(f"{L['milestone']}: {_clip(info['milestone'], 120)}")
     for w in (info.get("warnings") or [])[:2]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import pygit2
 
 from .errors import Conflict, NotFound
+from .secrets import redact_obj
 from .store import IDENTITY
 
 NOTES_REF = "refs/notes/checkpoints"
@@ -199,6 +200,7 @@ class Timeline:
         parent = expect_parent if expect_parent is not None else (
             repo.references[self.ref].target if self.exists() else None)
         record = dict(record, kind=kind, time=record.get("time") or time.time())
+        record, _n = redact_obj(record)  # every text of a note/commit passes the secrets engine
         sig = signature(record["time"])
         msg = format_message(kind, record)
         oid = repo.create_commit(None, sig, sig, msg, tree, [parent] if parent else [])

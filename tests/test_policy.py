@@ -11,13 +11,14 @@ from tc_git.engine import Engine
 
 pytestmark = pytest.mark.usefixtures("fsck_after")
 
-AWS = "AKIAIOSFODNN7EXAMPLQ"
+AWS = "AKIA2T7QZKXW5RMB3JPD"  # an access key id is a credential with its secret key nearby
+AWS_SECRET = "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"
 GHP = "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dF3hJ5"
 PEM_BODY = "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw7onLRnrq0"
 PEM = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----\n"
 PASSWORD = "Xk9#vQ2$mL7pW4zR"
 SECRETS = {  # path -> (content, the marker that must appear in no object)
-    "notes.txt": (f"meeting notes\naws key {AWS} for the bucket\n", AWS),
+    "notes.txt": (f"meeting notes\naws key {AWS} for the bucket\naws_secret_access_key = {AWS_SECRET}\n", AWS_SECRET),
     "data/blob.bin": (b"\x00\x01binary\x00" + PEM.encode() + b"\x00tail", PEM_BODY),
     "src/config.py": (f"GITHUB = '{GHP}'\n", GHP),
     ".env": ("DB_URL=postgres://u:hunter2hunter2@db/x\nPLAIN_ENV_MARKER=zz\n", "PLAIN_ENV_MARKER"),
@@ -52,7 +53,7 @@ def test_planted_credentials_never_become_objects(ws):
     for p in SECRETS:
         assert p in skipped, (p, r["skipped_paths"])
     # the reason is reported: by name or by content
-    assert any(s.startswith("secret: notes.txt") and "aws access key" in s for s in r["skipped_paths"])
+    assert any(s.startswith("secret: notes.txt") and "aws-access-token" in s for s in r["skipped_paths"])
     assert any(s.startswith("sensitive: .env") for s in r["skipped_paths"])
     # capture and a restore round trip too
     write(ws, "src/app.py", "print('changed')\n")
@@ -97,12 +98,12 @@ def test_file_that_gains_a_secret_leaves_the_tree(ws):
 
 def test_secret_in_user_git_repo_workspace(ws):
     """A workspace that is a git repo: the scan is independent of what the user tracks."""
-    write(ws, "deploy.sh", f"export AWS_ACCESS_KEY_ID={AWS}\n")
+    write(ws, "deploy.sh", f"export AWS_ACCESS_KEY_ID={AWS}\nexport AWS_SECRET_ACCESS_KEY={AWS_SECRET}\n")
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
     e = Engine(ws)
     e.init("repo")
     e.save("s")
-    assert AWS.encode() not in all_objects(e.store.path)
+    assert AWS_SECRET.encode() not in all_objects(e.store.path)
 
 
 def test_exclude_patterns_single_segment_and_with_slash(ws):

@@ -79,7 +79,7 @@ def test_file_is_self_contained_and_escaped(site):
     assert len(re.findall(r"<script\b", text)) == len(re.findall(r"</script>", text))
     # secrets are redacted in code notes and in the conversation alike
     assert FAKE_KEY not in text
-    assert "[REDACTED:aws access key]" in text
+    assert "[REDACTED:aws-access-token]" in text
 
 
 def test_cli_defaults_and_session_selection(site, capsys, tmp_path):
