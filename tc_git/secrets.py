@@ -334,30 +334,40 @@ def redact_count(text: str) -> tuple[str, list[str]]:
     return b"".join(out).decode("utf-8", "surrogatepass"), rules
 
 
-def redact_obj(value: Any) -> tuple[Any, int]:
-    """Redact every string in a JSON-like value, dict keys included; returns (value, count)."""
+def redact_obj(value: Any) -> Any:
+    """Redact every string in a JSON-like value, dict keys included. Structure-aware: a value
+    under a credential-named key (`{"DB_PASSWORD": "..."}`) is judged like `KEY=value`."""
+    return redact_obj_count(value)[0]
+
+
+def redact_obj_count(value: Any) -> tuple[Any, int]:
+    """`redact_obj` plus how many strings it changed."""
     n = [0]
     strings: list[str] = []
 
-    def collect(v):
+    def collect(v, key=None):
         if isinstance(v, str):
-            strings.append(v)
+            strings.append(f"{key}={v}" if isinstance(key, str) else v)
         elif isinstance(v, (list, tuple)):
             for x in v:
                 collect(x)
         elif isinstance(v, dict):
             for k, x in v.items():
                 collect(k)
-                collect(x)
+                collect(x, k)
 
     collect(value)
     # one scan of everything first: most records hold no credential
     if not strings or not find("\n".join(strings).encode("utf-8", "surrogatepass"), wide=True):
         return value, 0
 
-    def walk(v):
+    def walk(v, key=None):
         if isinstance(v, str):
             out, rules = redact_count(v)
+            if not rules and isinstance(key, str) and _key_is_credential(key.encode("utf-8", "replace")) \
+                    and 8 <= len(v) <= 200 and not any(c.isspace() for c in v) \
+                    and _looks_random(v.encode("utf-8", "surrogatepass"), b""):
+                out, rules = "[REDACTED:generic-password]", ["generic-password"]
             n[0] += bool(rules)
             return out
         if isinstance(v, list):
@@ -365,7 +375,7 @@ def redact_obj(value: Any) -> tuple[Any, int]:
         if isinstance(v, tuple):
             return tuple(walk(x) for x in v)
         if isinstance(v, dict):
-            return {walk(k) if isinstance(k, str) else k: walk(x) for k, x in v.items()}
+            return {walk(k) if isinstance(k, str) else k: walk(x, k) for k, x in v.items()}
         return v
 
     return walk(value), n[0]

@@ -200,7 +200,7 @@ class Timeline:
         parent = expect_parent if expect_parent is not None else (
             repo.references[self.ref].target if self.exists() else None)
         record = dict(record, kind=kind, time=record.get("time") or time.time())
-        record, _n = redact_obj(record)  # every text of a note/commit passes the secrets engine
+        record = redact_obj(record)  # every text of a note/commit passes the secrets engine
         sig = signature(record["time"])
         msg = format_message(kind, record)
         oid = repo.create_commit(None, sig, sig, msg, tree, [parent] if parent else [])
