@@ -1,0 +1,147 @@
+"""tc-mcp judged by a client we did not write: the MCP Inspector CLI (npm
+`@modelcontextprotocol/inspector`, TypeScript SDK). That SDK validates every structuredContent
+against the tool's outputSchema, errors included, so a result it dislikes comes back as an MCP
+error instead of reaching the agent.
+
+The CLI is installed once into a prefix under ~/.cache/tc-git-test/inspector (or $TC_INSPECTOR_CLI:
+an `mcp-inspector` binary to use instead; `.ci/run` pre-installs it). 0.15.0 is the newest release
+that runs on Node 20 (0.16+ needs Node 22). Each call starts the real server over stdio
+(`python -m tc_git`); the workspace on disk carries the state from one call to the next.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env, tree_state, write
+
+CACHE = Path(os.path.expanduser(os.environ.get("TC_TEST_CACHE", "~/.cache/tc-git-test"))) / "inspector"
+PACKAGE = "@modelcontextprotocol/inspector@0.15.0"
+SEED_TOOLS = ["tc_init", "tc_save", "tc_resume", "tc_show", "tc_restore", "tc_capture", "tc_switch",
+              "tc_export", "tc_import", "tc_compress"]
+OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "ENETUNREACH", "network")
+
+
+def _inspector_cli() -> Path:
+    explicit = os.environ.get("TC_INSPECTOR_CLI")
+    if explicit:
+        return Path(explicit)
+    binary = CACHE / "prefix" / "bin" / "mcp-inspector"
+    if binary.exists():
+        return binary
+    npm = shutil.which("npm")
+    if not npm:
+        pytest.skip("NOT TESTED WITH A FOREIGN CLIENT: npm is not available to install the MCP Inspector CLI "
+                    f"({PACKAGE}); install Node.js/npm or set TC_INSPECTOR_CLI")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run([npm, "install", "-g", "--prefix", str(CACHE / "prefix"), "--no-audit", "--no-fund", PACKAGE],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0 or not binary.exists():
+        out = r.stdout[-2000:] + r.stderr[-2000:]
+        if any(x in out for x in OFFLINE):
+            pytest.skip(f"NOT TESTED WITH A FOREIGN CLIENT: the npm registry is unreachable, cannot install {PACKAGE}:"
+                        f"\n{out[-600:]}")
+        pytest.fail(f"npm install {PACKAGE} failed (rc={r.returncode}):\n{out}")
+    return binary
+
+
+@pytest.fixture(scope="module")
+def inspector():
+    return _inspector_cli()
+
+
+def inspect(cli: Path, cwd: Path, method: str, tool: str | None = None, args: dict | None = None,
+            extra: tuple = ()) -> dict:
+    """One Inspector CLI run against a fresh `python -m tc_git`; its stdout JSON (fails on an MCP
+    error: that is what a strict client turns a bad result into)."""
+    # the target first: the launcher drops "--", and --tool-arg takes every word after it
+    cmd = [str(cli), "--cli", sys.executable, "-m", "tc_git", "--method", method, *extra]
+    if tool:
+        cmd += ["--tool-name", tool]
+    if args:
+        cmd += ["--tool-arg", *(f"{k}={v}" for k, v in args.items())]
+    env = clean_env(TC_WATCH="off", TC_GIT="off", NO_COLOR="1")
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=str(cwd), env=env, timeout=180,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, f"inspector {method} {tool or ''} failed: {r.stderr[-1500:]}"
+    return json.loads(r.stdout)
+
+
+def ok(result: dict) -> dict:
+    assert result.get("isError") is not True, result
+    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
+    return result["structuredContent"]
+
+
+def err(result: dict, *needles: str) -> str:
+    """An error reached the Inspector as a tool result with the tool's message."""
+    assert result.get("isError") is True, result
+    assert "structuredContent" not in result, result
+    text = result["content"][0]["text"]
+    assert result["_meta"]["tc-git/code"] and text.endswith(f"[{result['_meta']['tc-git/code']}]")
+    for n in needles:
+        assert n in text, text
+    return text
+
+
+def test_tools_list(inspector, tmp_path):
+    tools = inspect(inspector, tmp_path, "tools/list")["tools"]
+    names = [t["name"] for t in tools]
+    assert names[:10] == SEED_TOOLS and len(names) == len(set(names)) >= 21
+    for t in tools:
+        assert t["description"] and t["inputSchema"]["type"] == "object" and t["outputSchema"]["type"] == "object"
+
+
+def test_seed_tools_and_every_error_kind(inspector, tmp_path):
+    ws, ws2, out = tmp_path / "ws", tmp_path / "ws2", tmp_path / "out"
+    for d in (ws, ws2, out):
+        d.mkdir()
+    write(ws, "app.py", "v1\n")
+    write(ws, "run.sh", "#!/bin/sh\n", mode=0o755)
+
+    def call(tool, cwd=ws, **args):
+        return inspect(inspector, cwd, "tools/call", tool, {"root": str(cwd), **args})
+
+
+    other = ok(call("tc_init", name="other task"))["task_id"]
+    tid = ok(call("tc_init", name="inspected", goal="pass a strict client"))["task_id"]
+    s1 = ok(call("tc_save", title="v1", conclusion="works", next="v2", verified='["tests"]'))
+    assert s1["index"] == 1
+    write(ws, "app.py", "v2\n")
+    assert ok(call("tc_resume"))["drift_paths"] == ["app.py"]
+    cap = ok(call("tc_capture"))
+    assert cap["captured"] and cap["drift_id"]
+    assert [s["index"] for s in ok(call("tc_show", include_drift="true"))["steps"]] == [1]
+    plan = ok(call("tc_restore", index=1))
+    assert plan["applied"] is False and plan["plan"]["to_replace"] == ["app.py"]
+    assert ok(call("tc_switch", task_id=other))["task_id"] == other
+    assert ok(call("tc_switch", task_id=tid))["status"] == "open"
+    exp = ok(call("tc_export", to=str(out)))
+    imp = ok(call("tc_import", cwd=ws2, package=exp["path"]))
+    assert imp["task_id"] == tid
+    assert ok(call("tc_compress"))["maximum"] == 50
+
+    # every kind of error: an isError result with the tool's message, never an MCP error
+    # (read-only calls, independent of each other: run side by side to save wall time)
+    cases = [("tc_show", {"limit": 0}, ("bad arguments", "limit")),
+             ("tc_save", {"bogus": "1"}, ("unknown argument", "bogus")),
+             ("tc_restore", {"index": 1, "drift_id": cap["drift_id"]}, ("exactly one of index",)),
+             ("tc_show", {"index": 99}, ("99",)),
+             ("tc_restore", {"drift_id": "d9999"}, ("d9999",)),
+             ("tc_init", {"root": "/", "name": "everything"}, ("/",))]
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda c: call(c[0], **c[1]), cases))
+    for (_, _, needles), r in zip(cases, results):
+        err(r, *needles)
+    before = tree_state(ws)
+    ok(call("tc_save", title="last", close="true"))
+    err(call("tc_save", title="after close"), "closed")
+    err(call("tc_restore", index=1, apply="true"), "closed")
+    assert tree_state(ws) == before
