@@ -86,11 +86,11 @@ class InitResult(_Out):
 
 class SaveResult(_Out):
     task_id: str
-    index: int = Field(description="step number (an identical re-save returns the same one)")
+    index: int = Field(description="step number")
     title: str
     commit: str
     groups: list[dict[str, Any]] = []
-    skipped_paths: list[str] = Field(description="paths kept as metadata only (ignored, sensitive, too large)")
+    skipped_paths: list[str] = Field(description="not stored (ignored, sensitive, too large)")
     idempotent: bool
     closed: bool
     status: str
@@ -120,7 +120,7 @@ class ResumeResult(_Out):
     head: int
     last: LastStep
     open_questions: list[str]
-    drift_paths: list[str] = Field(description="unsaved changed paths (capped; drift_total counts all)")
+    drift_paths: list[str] = Field(description="unsaved changes (capped)")
     drift_total: int
     next: str
     store: str
@@ -129,7 +129,7 @@ class ResumeResult(_Out):
     health: Health
     milestone: str | None = None
     commit: str
-    handoff: str = Field(description="text for a new session, under 2 KB")
+    handoff: str = Field(description="summary for a new session")
 
 
 class Entry(_Out):
@@ -149,7 +149,7 @@ class ShowResult(_Out):
     steps: list[Entry]
     drifts: list[Entry]
     drifts_omitted: int = 0
-    next_cursor: int | None = Field(None, description="pass as cursor for the next page; null: no more")
+    next_cursor: int | None = Field(None, description="cursor of the next page")
 
 
 class PathReason(_Out):
@@ -186,7 +186,7 @@ class RestoreResult(_Out):
 class CaptureResult(_Out):
     captured: bool
     drift_id: str | None = None
-    reads: int = Field(description="paths changed since the last record")
+    reads: int = Field()
     commit: str | None = None
     partial: bool
     waiting: bool
@@ -200,7 +200,7 @@ class SwitchResult(_Out):
 
 
 class CompressResult(_Out):
-    converted: int = Field(description="drift records dropped")
+    converted: int = Field()
     eligible: int
     already_gone: int = 0
     bytes_freed: int
@@ -213,33 +213,32 @@ class CompressResult(_Out):
 
 class ExportResult(_Out):
     task_id: str
-    path: str = Field(description="the bundle written")
-    handoff: str | None = Field(None, description="HANDOFF.md written next to it")
+    path: str = Field()
+    handoff: str | None = Field(None)
     incremental: bool = False
 
 
 class ImportResult(_Out):
     task_id: str
-    restore: dict[str, Any] | None = Field(None, description="the restore of the workspace to the imported "
-                                                            "head (a preview unless apply=true)")
+    restore: dict[str, Any] | None = Field(None, description="the restore to the imported head")
 
 
 class SyncResult(_Out):
-    remote: str = Field(description="where refs were sent or fetched")
-    conflicts: dict[str, Any] = Field(default_factory=dict, description="refs left alone, and why")
+    remote: str = Field()
+    conflicts: dict[str, Any] = Field(default_factory=dict, description="refs left alone, why")
 
 
 class Milestone(_Out):
     name: str
     event: str
     session: str | None = None
-    code_commit: str | None = Field(None, description="code timeline commit of that moment")
+    code_commit: str | None = Field(None)
 
 
 class RecordResult(_Out):
-    session: str = Field(description="<agent>-<session id>: refs/checkpoints/sessions/<session>/<branch>")
+    session: str = Field()
     events: int
-    new_commits: int = Field(description="0 when this transcript was recorded before")
+    new_commits: int = Field()
     branches: dict[str, str]
     tip: str | None = None
     milestone: Milestone | None = None
@@ -284,7 +283,7 @@ class TrajectoryDiffResult(_Out):
     base: str | None = Field(None, description="last common event")
     only_a: list[dict[str, Any]]
     only_b: list[dict[str, Any]]
-    code: dict[str, Any] | None = Field(None, description="code diff between the linked snapshots")
+    code: dict[str, Any] | None = Field(None)
 
 
 class ReplayResult(_Out):
@@ -368,6 +367,10 @@ class TcServer(MCPServer):
             return _error(f"unknown tool {name!r}; available: {names}", "bad_input")
         props = (tool.parameters or {}).get("properties", {})
         arguments = dict(arguments or {})
+        for key in HIDDEN_ARGS.get(name, ()) & arguments.keys():
+            if arguments[key] not in (None, [], ""):
+                return _error(f"{name}: {key} is not supported (pass nothing, or an empty list)", "bad_input")
+            del arguments[key]
         extra = sorted(set(arguments) - set(props))
         if extra:
             return _error(f"{name}: unknown argument(s) {', '.join(extra)}; accepted: {', '.join(props)}",
@@ -566,15 +569,90 @@ def _compact_optional(schema: dict) -> dict:
     return schema
 
 
+# Result keys left out of the advertised output schemas: bookkeeping an agent does not act on. They
+# are still in every result (the schemas allow extra keys) and documented in docs/mcp.md-style README.
+OUTPUT_HIDDEN: dict[str, frozenset] = {k: frozenset(v.split()) for k, v in {
+    "tc_init": "name store_is_external exclude note",
+    "tc_save": "title groups status active_task_changed git changed",
+    "tc_resume": "name store active_task skipped health milestone commit",
+    "tc_show": "task_id status timestamp commit files_changed drifts_omitted",
+    "tc_restore": "target_commit commit skipped_paths counts",
+    "tc_capture": "reads commit partial waiting skipped_paths",
+    "tc_compress": "eligible already_gone bytes_before bytes_after keep_seconds minimum maximum",
+    "tc_record": "branches",
+    "tc_checkout": "total",
+}.items()}
+
+
+def _compact_output(schema: dict, hidden: frozenset = frozenset(), depth: int = 3) -> dict:
+    """Output schema as an agent reads it: `$ref`s inlined, optional as `type: [X, "null"]`, no
+    defaults, `required` or `additionalProperties: true` (extra keys are allowed anyway), nested
+    free-form objects as plain `object`. Validation stays with the pydantic models in the server."""
+    defs = schema.get("$defs", {})
+
+    def walk(node, level=0):
+        if isinstance(node, list):
+            return [walk(x, level) for x in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            node = {**defs[node["$ref"].rsplit("/", 1)[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
+        any_of = node.get("anyOf")
+        if isinstance(any_of, list) and len(any_of) == 2 and {"type": "null"} in any_of:
+            other = walk(next(x for x in any_of if x != {"type": "null"}), level)
+            if isinstance(other.get("type"), str):
+                node = {**{k: v for k, v in node.items() if k != "anyOf"}, **other, "type": [other["type"], "null"]}
+        out = {}
+        for k, v in node.items():
+            if k in ("$defs", "default", "required", "title") or (k == "additionalProperties" and v is True):
+                continue
+            if k == "properties":
+                if level < depth:
+                    out[k] = {name: walk(sub, level + 1) for name, sub in v.items() if name not in hidden}
+            else:
+                out[k] = walk(v, level)
+        return out
+
+    return walk(schema)
+
+
+def _drop_trivial_defaults(schema: dict) -> dict:
+    """Input schema: a default of "", false or [] says nothing a description does not; numbers stay."""
+    for prop in (schema.get("properties") or {}).values():
+        d = prop.get("default", 0)
+        if d is False or d is None or d == "" or d == []:  # (0 == False: compare by identity)
+            prop.pop("default")
+    return schema
+
+
+def _one_paragraph(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
 # ------------------------------------------------------------------------------- tools
-Root = Annotated[str | None, Field(description="workspace directory; omitted: the client's MCP root, "
-                                               "else the server's working directory")]
-Point = Annotated[str, Field(description="milestone name, <session>[/<branch>], or event commit id")]
+SEED_TOOLS = ("tc_init", "tc_save", "tc_resume", "tc_show", "tc_restore", "tc_capture", "tc_switch",
+              "tc_export", "tc_import", "tc_compress")
+# Results that are mostly lists of free-form records (events, messages): an output schema would only
+# say "array of object", yet cost ~1 KB in every session. Their JSON is still the structuredContent.
+FREE_FORM_RESULTS = frozenset({"tc_sessions", "tc_events", "tc_checkout", "tc_markdown", "tc_trajectory_diff",
+                               "tc_replay"})
+# Short shared parameter descriptions: they are paid once per tool in every session's context.
+Root = Annotated[str | None, Field(description="workspace (default: cwd)")]
+TaskId = Annotated[str | None, Field(description="default: active task")]
+Point = Annotated[str, Field(description="milestone, session[/branch] or event id")]
+Remote = Annotated[str | None, Field(description="remote name, URL or path (default: origin)")]
+# advertised by the seed as "reserved; must be empty": still accepted (empty) from seed clients, not listed
+HIDDEN_ARGS = {"tc_save": frozenset({"paths"})}
 
 
-def _ann(title: str, read_only=False, destructive=False, idempotent=False) -> ToolAnnotations:
-    return ToolAnnotations(title=title, read_only_hint=read_only, destructive_hint=destructive,
-                           idempotent_hint=idempotent, open_world_hint=False)
+def _ann(title: str, read_only=False, destructive=False, idempotent=False) -> ToolAnnotations | None:
+    """Only the hints clients act on (read-only, not destructive), and only where they differ from
+    the spec's defaults (a destructive tool carries none): every byte of tools/list is paid in every
+    session. The title repeats the name; idempotence is said in the descriptions where it matters."""
+    del title, idempotent
+    if read_only:
+        return ToolAnnotations(read_only_hint=True)
+    return None if destructive else ToolAnnotations(destructive_hint=False)
 
 
 def build_server(watch: bool | None = None) -> TcServer:
@@ -603,14 +681,13 @@ def build_server(watch: bool | None = None) -> TcServer:
         ctx: Context,
         name: Annotated[str, Field(description="short task name")],
         root: Root = None,
-        goal: str = "",
-        constraints: str = "",
-        store: Annotated[str | None, Field(description="store directory; default <root>/.checkpoints")] = None,
-        exclude: Annotated[list[str] | None, Field(description="extra patterns to leave out "
-                                                                "(gitignore style; .gitignore is respected)")] = None,
+        goal: Annotated[str, Field(description="what done looks like")] = "",
+        constraints: Annotated[str, Field(description="rules the work must keep")] = "",
+        store: Annotated[str | None, Field(description="store dir (default <root>/.checkpoints)")] = None,
+        exclude: Annotated[list[str] | None, Field(description="gitignore-style patterns to leave out")] = None,
     ) -> InitResult:
-        """Start a task in a workspace and make it active (the active one is suspended). Creates the
-        checkpoint store. Call once when starting long work; then tc_save after each step."""
+        """Start a task and make it active (the active one is suspended); creates the store. Call once
+        when starting long work, then tc_save after each step."""
         return await run(ctx, "tc_init", root, "init", name, goal, constraints, store, exclude or [])
 
     @mcp.tool(annotations=_ann("Save a step", idempotent=True))
@@ -618,17 +695,17 @@ def build_server(watch: bool | None = None) -> TcServer:
         ctx: Context,
         title: Annotated[str, Field(description="what this step did, one line")],
         root: Root = None,
-        task_id: Annotated[str | None, Field(description="default: the active task")] = None,
-        description: str = "",
+        task_id: TaskId = None,
+        description: Annotated[str, Field(description="details")] = "",
         conclusion: Annotated[str, Field(description="what was learned or decided")] = "",
         verified: Annotated[list[str] | None, Field(description="checks that passed")] = None,
-        open_questions: list[str] | None = None,
+        open_questions: Annotated[list[str] | None, Field(description="still unresolved")] = None,
         next: Annotated[str, Field(description="the next step, for whoever resumes")] = "",
         close: Annotated[bool, Field(description="record this step, then close the task")] = False,
         paths: Annotated[list[str] | None, Field(description="reserved; must be empty")] = None,
     ) -> SaveResult:
-        """Record a completed step: a snapshot of the whole workspace with title, conclusion and next.
-        Re-saving the same state and fields returns the same step (idempotent: true)."""
+        """Record a completed step: a snapshot of the workspace with title, conclusion and next. The
+        same state and fields again return the same step (idempotent: true)."""
         return await run(ctx, "tc_save", root, "save", title, task_id=task_id, description=description,
                          conclusion=conclusion, verified=verified or [], open_questions=open_questions or [],
                          next=next, close=close, paths=paths or [])
@@ -637,24 +714,24 @@ def build_server(watch: bool | None = None) -> TcServer:
     async def tc_resume(
         ctx: Context,
         root: Root = None,
-        task_id: Annotated[str | None, Field(description="default: the active task")] = None,
+        task_id: TaskId = None,
         lang: Annotated[str, Field(description="handoff language: en or zh")] = "en",
     ) -> ResumeResult:
-        """Read-only. Call first in a new session: goal, current step, last conclusion, next step,
-        open questions, unsaved changed paths, and a `handoff` text under 2 KB."""
+        """Call first in a new session: goal, current step, last conclusion, next step, open
+        questions, unsaved changed paths and a short `handoff` text."""
         return await run(ctx, "tc_resume", root, "resume", task_id, lang, log_call=False)
 
     @mcp.tool(annotations=_ann("Show steps", read_only=True, idempotent=True))
     async def tc_show(
         ctx: Context,
         root: Root = None,
-        task_id: Annotated[str | None, Field(description="default: the active task")] = None,
+        task_id: TaskId = None,
         index: Annotated[int | None, Field(ge=1, description="one step only")] = None,
         include_drift: Annotated[bool, Field(description="also list drift/restore records")] = False,
-        limit: Annotated[int, Field(ge=1, le=200)] = 50,
+        limit: Annotated[int, Field(ge=1, le=200, description="page size")] = 50,
         cursor: Annotated[int | None, Field(ge=0, description="next_cursor of the previous page")] = None,
     ) -> ShowResult:
-        """Read-only. A task's steps, oldest first, paginated by limit and cursor."""
+        """A task's steps, oldest first, paginated by limit and cursor."""
         return await run(ctx, "tc_show", root, "show", task_id, index, include_drift, limit, cursor,
                          log_call=False)
 
@@ -663,14 +740,14 @@ def build_server(watch: bool | None = None) -> TcServer:
         ctx: Context,
         root: Root = None,
         index: Annotated[int | None, Field(ge=1, description="step number (or give drift_id)")] = None,
-        drift_id: Annotated[str | None, Field(description="drift id such as d0003 (or give index)")] = None,
-        apply: Annotated[bool, Field(description="false: preview the plan only; true: write files")] = False,
+        drift_id: Annotated[str | None, Field(description="drift id like d0003 (or give index)")] = None,
+        apply: Annotated[bool, Field(description="true: write files; false: preview")] = False,
         paths: Annotated[list[str] | None, Field(description="only these files/dirs")] = None,
         undo: Annotated[bool, Field(description="reverse the last restore")] = False,
     ) -> RestoreResult:
-        """Bring the workspace back to a step or a drift. Preview first (apply=false). apply=true
-        saves the current state as drift `recovered`, then writes files; undo=true reverses it.
-        Ignored or sensitive files are never touched."""
+        """Bring the workspace back to a step or drift. Preview first (apply=false). apply=true saves
+        the current state as drift `recovered`, then writes files; undo=true reverses it. Ignored
+        and sensitive files are never touched."""
         return await run(ctx, "tc_restore", root, "restore", index, drift_id, apply, paths=paths, undo=undo,
                          log_call=apply)
 
@@ -680,31 +757,31 @@ def build_server(watch: bool | None = None) -> TcServer:
         return await run(ctx, "tc_capture", root, "capture")
 
     @mcp.tool(annotations=_ann("Switch task", idempotent=True))
-    async def tc_switch(ctx: Context, task_id: str, root: Root = None) -> SwitchResult:
+    async def tc_switch(ctx: Context, task_id: Annotated[str, Field(description="task to activate")],
+                        root: Root = None) -> SwitchResult:
         """Make another task of this store active (the current one is suspended). Closed tasks stay closed."""
         return await run(ctx, "tc_switch", root, "switch", task_id)
 
     @mcp.tool(annotations=_ann("Export a handoff"))
     async def tc_export(
         ctx: Context,
-        to: Annotated[str, Field(description="existing directory (or .bundle path) to write into")],
+        to: Annotated[str, Field(description="existing dir (or .bundle path)")],
         root: Root = None,
-        task_id: Annotated[str | None, Field(description="default: the active task")] = None,
+        task_id: TaskId = None,
         since: Annotated[str | None, Field(description="an earlier bundle: write only what it lacks")] = None,
     ) -> ExportResult:
-        """Write the task with its whole history as a git bundle plus HANDOFF.md into `to` (unsaved
-        work is captured first). Continue elsewhere with tc_import, or plain `git fetch <bundle>`."""
+        """Write the task with its history as a git bundle plus HANDOFF.md into `to` (unsaved work is
+        captured first). Continue elsewhere with tc_import or `git fetch <bundle>`."""
         return await run(ctx, "tc_export", root, "export", to, since=since, task_id=task_id)
 
     @mcp.tool(annotations=_ann("Import a handoff", destructive=True))
     async def tc_import(
         ctx: Context,
-        package: Annotated[str, Field(description="a .bundle from tc_export (or a seed handoff directory)")],
+        package: Annotated[str, Field(description="tc_export's .bundle (or seed handoff dir)")],
         root: Root = None,
         rename: Annotated[str | None, Field(description="import under this task id")] = None,
         merge: Annotated[bool, Field(description="add to an existing task of the same id")] = False,
-        apply: Annotated[bool, Field(description="false: preview the files the import would write; "
-                                                 "true: write them (undoable like tc_restore)")] = False,
+        apply: Annotated[bool, Field(description="true: write files (undoable like tc_restore)")] = False,
     ) -> ImportResult:
         """Import a task exported by tc_export into this workspace's store and make it active. Files
         follow as a restore: previewed unless apply=true."""
@@ -724,16 +801,12 @@ def build_server(watch: bool | None = None) -> TcServer:
 
     # -- git remotes (handoff layer)
     @mcp.tool(annotations=_ann("Push checkpoints", idempotent=True))
-    async def tc_push(ctx: Context, root: Root = None,
-                      remote: Annotated[str | None, Field(description="remote name, URL or path; "
-                                                                     "default: the repo's origin")] = None) -> SyncResult:
+    async def tc_push(ctx: Context, root: Root = None, remote: Remote = None) -> SyncResult:
         """Send refs/checkpoints/* and the notes to a git remote. Rejections are reported as errors."""
         return await run(ctx, "tc_push", root, "push", remote)
 
     @mcp.tool(annotations=_ann("Pull checkpoints", idempotent=True))
-    async def tc_pull(ctx: Context, root: Root = None,
-                      remote: Annotated[str | None, Field(description="remote name, URL or path; "
-                                                                     "default: the repo's origin")] = None) -> SyncResult:
+    async def tc_pull(ctx: Context, root: Root = None, remote: Remote = None) -> SyncResult:
         """Fetch refs/checkpoints/* and the notes from a git remote (notes are merged). Files are not changed."""
         return await run(ctx, "tc_pull", root, "pull", remote)
 
@@ -742,32 +815,34 @@ def build_server(watch: bool | None = None) -> TcServer:
     async def tc_record(
         ctx: Context, root: Root = None,
         transcript: Annotated[str | None, Field(description="transcript file (Claude Code/Codex .jsonl)")] = None,
-        steps: Annotated[list[dict[str, Any]] | None, Field(description="or the steps themselves: "
-                                                                        "[{role, content}] or tool-call steps")] = None,
-        milestone: Annotated[str | None, Field(description="name the recorded tip (links the code of now)")] = None,
+        steps: Annotated[list[dict[str, Any]] | None, Field(description="or [{role, content}] or "
+                                                                        "tool-call steps")] = None,
+        milestone: Annotated[str | None, Field(description="name the tip (links the code of now)")] = None,
         session: Annotated[str | None, Field(description="session id for steps")] = None,
     ) -> RecordResult:
-        """Record a conversation as git history, one commit per message/tool call/result (secrets
-        redacted). Recording again adds only new events. Give transcript or steps."""
+        """Record a conversation as git history, one commit per message, tool call or result (secrets
+        redacted); again: only new events. Give transcript or steps."""
         return await run(ctx, "tc_record", root, "record", transcript=transcript, steps=steps,
                          milestone=milestone, session=session)
 
     @mcp.tool(annotations=_ann("List sessions and milestones", read_only=True, idempotent=True))
     async def tc_sessions(ctx: Context, root: Root = None) -> SessionsResult:
-        """Read-only. Recorded sessions with their branches, and every milestone."""
+        """Recorded sessions with their branches, and every milestone."""
         return await run(ctx, "tc_sessions", root, "sessions", log_call=False)
 
     @mcp.tool(annotations=_ann("Name a milestone", idempotent=True))
-    async def tc_milestone(ctx: Context, name: str, at: Point, root: Root = None, message: str = "",
+    async def tc_milestone(ctx: Context, name: Annotated[str, Field(description="milestone name")], at: Point,
+                           root: Root = None, message: Annotated[str, Field(description="why it matters")] = "",
                            force: Annotated[bool, Field(description="move an existing milestone")] = False) -> Milestone:
         """Name a moment of the conversation; it is linked to the code as it is now."""
         return await run(ctx, "tc_milestone", root, "milestone", name, at, message, force)
 
     @mcp.tool(annotations=_ann("Conversation log", read_only=True, idempotent=True))
     async def tc_events(ctx: Context, point: Point, root: Root = None,
-                        limit: Annotated[int, Field(ge=1, le=200)] = 50,
-                        offset: Annotated[int, Field(ge=0)] = 0) -> EventsResult:
-        """Read-only. Events up to a point, newest first, one line each; paginated by offset."""
+                        limit: Annotated[int, Field(ge=1, le=200, description="page size")] = 50,
+                        offset: Annotated[int, Field(ge=0, description="next_offset of the previous page")] = 0,
+                        ) -> EventsResult:
+        """Events up to a point, newest first, one line each; paginated by offset."""
         return await run(ctx, "tc_events", root, "trajectory_log", point, limit, offset, log_call=False)
 
     @mcp.tool(annotations=_ann("Checkout a conversation point", destructive=True))
@@ -778,8 +853,8 @@ def build_server(watch: bool | None = None) -> TcServer:
                           paths: Annotated[list[str] | None, Field(description="with restore_code: only "
                                                                                "these files/dirs")] = None,
                           ) -> CheckoutResult:
-        """The conversation up to a milestone or event (last 200 messages). With restore_code, the code
-        of that moment through tc_restore (preview unless apply=true)."""
+        """The conversation up to a point (last 200 messages); with restore_code, also the code of
+        that moment, as tc_restore (preview unless apply=true)."""
         return await run(ctx, "tc_checkout", root, "checkout", point, restore_code, apply, paths=paths)
 
     @mcp.tool(annotations=_ann("Export a conversation as Markdown", read_only=True, idempotent=True))
@@ -790,30 +865,41 @@ def build_server(watch: bool | None = None) -> TcServer:
         return await run(ctx, "tc_markdown", root, "export_markdown", point, out)
 
     @mcp.tool(annotations=_ann("Branch a conversation"))
-    async def tc_branch(ctx: Context, name: str, at: Point, root: Root = None,
-                        session: str | None = None) -> BranchResult:
+    async def tc_branch(ctx: Context, name: Annotated[str, Field(description="branch name")], at: Point,
+                        root: Root = None,
+                        session: Annotated[str | None, Field(description="default: the session of `at`")] = None,
+                        ) -> BranchResult:
         """A named fork of a conversation at an event."""
         return await run(ctx, "tc_branch", root, "branch", name, at, session)
 
     @mcp.tool(annotations=_ann("Diff two conversation points", read_only=True, idempotent=True))
     async def tc_trajectory_diff(ctx: Context, a: Point, b: Point, root: Root = None) -> TrajectoryDiffResult:
-        """Read-only. Common ancestor, what each side said and did since, and the code diff of their
+        """Common ancestor, what each side said and did since, and the code diff of their
         linked snapshots."""
         return await run(ctx, "tc_trajectory_diff", root, "trajectory_diff", a, b, log_call=False)
 
     @mcp.tool(annotations=_ann("Replay a conversation", read_only=True, idempotent=True))
     async def tc_replay(ctx: Context, point: Point, root: Root = None,
-                        mode: Annotated[str, Field(description="messages: to seed a new session; code: code "
-                                                               "state per event; verify: re-apply recorded edits "
-                                                               "and compare")] = "messages") -> ReplayResult:
-        """Read-only. Walk a conversation from its start to a point."""
+                        mode: Annotated[str, Field(description="messages (to seed a session), code (state "
+                                                               "per event) or verify (re-apply edits, compare)")] = "messages") -> ReplayResult:
+        """Walk a conversation from its start to a point."""
         return await run(ctx, "tc_replay", root, "replay", point, mode, log_call=False)
 
     for tool in mcp._tool_manager.list_tools():
+        tool.description = _one_paragraph(tool.description)
+        for hidden in HIDDEN_ARGS.get(tool.name, ()):
+            tool.parameters["properties"].pop(hidden, None)
         _strip_titles(tool.parameters)
         _compact_optional(tool.parameters)
-        if tool.output_schema:
-            _strip_titles(tool.output_schema)
+        _drop_trivial_defaults(tool.parameters)
+        if tool.name in FREE_FORM_RESULTS:
+            tool.fn_metadata.output_schema = None  # the result is still sent as structuredContent
+            tool.__dict__.pop("output_schema", None)
+        if tool.fn_metadata.output_schema:
+            tool.fn_metadata.output_schema = _compact_output(
+                tool.fn_metadata.output_schema, OUTPUT_HIDDEN.get(tool.name, frozenset()),
+                depth=2 if tool.name in SEED_TOOLS else 1)  # the newer tools: top-level keys only
+            tool.__dict__.pop("output_schema", None)  # Tool.output_schema is a cached_property
     return mcp
 
 

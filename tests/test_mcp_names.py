@@ -60,7 +60,8 @@ async def test_odd_names_round_trip_through_every_listing_tool(tmp_path):
         async def ok(tool, root=ws, **args):
             r = await c.call_tool(tool, {"root": str(root), **args})
             assert not r.is_error, r.content[0].text
-            jsonschema.validate(r.structured_content, schemas[tool])
+            if schemas[tool]:
+                jsonschema.validate(r.structured_content, schemas[tool])
             await c.send_ping()  # still alive after every result
             return r.structured_content
 

@@ -40,7 +40,8 @@ async def test_trajectory_tools_end_to_end(tmp_path):
         async def ok(tool, **args):
             r = await c.call_tool(tool, {"root": str(ws), **args})
             assert not r.is_error, r.content[0].text
-            jsonschema.validate(r.structured_content, schemas[tool])
+            if schemas[tool]:  # free-form results (events, messages) declare none
+                jsonschema.validate(r.structured_content, schemas[tool])
             return r.structured_content
 
         async def err(tool, **args):
