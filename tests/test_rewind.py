@@ -190,3 +190,31 @@ def test_trajectory_checkout_restores_only_the_named_paths(ws, engine):
     r = engine.checkout("ported", restore_code=True, apply=True, paths=["src"])
     assert r["restore"]["applied"] and r["restore"]["paths"] == ["src"]
     assert tree_state(ws) == {**before, b"src/app.py": at_milestone[b"src/app.py"]}
+
+
+def test_undo_reverses_an_applied_import(ws, engine, tmp_path):
+    from tc_git.engine import Engine
+
+    _history(ws, engine)
+    engine.save("three")
+    out = tmp_path / "out"
+    out.mkdir()
+    bundle = engine.export(out)["path"]
+    want = tree_state(ws)
+    other = tmp_path / "B"
+    other.mkdir()
+    write(other, "local.txt", "work in B before the import\n")
+    write(other, "src/app.py", "B's own app\n")
+    b = Engine(other)
+    b.init("B's task")
+    b.save("b1")
+    write(other, "src/app.py", "B's unsaved edit\n")
+    before = tree_state(other)
+    r = b.import_(bundle, apply=True)
+    assert r["restore"]["applied"]
+    imported = tree_state(other)
+    assert {k: v for k, v in imported.items() if k != b"local.txt"} == want
+    u = b.undo(apply=True)
+    assert u["applied"] and tree_state(other) == before  # B's unsaved edit is back
+    b.undo(apply=True)
+    assert tree_state(other) == imported

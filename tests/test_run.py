@@ -192,3 +192,39 @@ def test_run_refuses_what_it_cannot_start(tmp_path):
         r = subprocess.run([*TC, *argv], cwd=ws, env=_env(), capture_output=True, timeout=60)
         assert r.returncode == 2 and code in r.stderr, r.stderr
     assert not (ws / ".checkpoints").exists()  # a refusal writes nothing
+
+
+def test_run_records_only_the_codex_rollout_of_this_workspace(tmp_path):
+    """A stand-in `codex` writes two real rollouts where Codex keeps them
+    ($CODEX_HOME/sessions/YYYY/MM/DD/): one started here, one in another directory."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    bindir, home = tmp_path / "bin", tmp_path / "codex-home"
+    bindir.mkdir()
+    fixture = TRANSCRIPTS / "codex-localpush-1.jsonl"
+    fake = bindir / "codex"
+    fake.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import json, os, time
+        open("main.rs", "w").write("fn main() {{}}\\n")
+        day = os.path.join({str(home)!r}, "sessions", time.strftime("%Y/%m/%d"))
+        os.makedirs(day, exist_ok=True)
+        lines = open({str(fixture)!r}, "rb").read().splitlines(keepends=True)
+        for name, cwd in (("here", os.getcwd()), ("elsewhere", "/somewhere/else")):
+            meta = json.loads(lines[0])
+            meta["payload"]["cwd"] = cwd
+            meta["payload"]["id"] = meta["payload"]["id"][:-4] + ("0001" if name == "here" else "0002")
+            with open(os.path.join(day, f"rollout-2026-12-01T00-00-00-{{name}}.jsonl"), "wb") as f:
+                f.write(json.dumps(meta).encode() + b"\\n" + b"".join(lines[1:]))
+    """))
+    fake.chmod(0o755)
+    env = _env(CODEX_HOME=home, PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    r = subprocess.run([*TC, "--json", "run", "--", "codex", "exec", "fix it"], cwd=ws, env=env,
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert [os.path.basename(t["path"]) for t in summary["transcripts"]] == ["rollout-2026-12-01T00-00-00-here.jsonl"]
+    assert summary["milestone"].startswith("run-codex-") and summary["transcripts"][0]["events"] > 0
+    store = ws / ".checkpoints"
+    co = tc_json("checkout", summary["milestone"], cwd=ws, env=env)
+    assert git(store, "show", f"{co['code_commit']}:main.rs") == b"fn main() {}\n"
