@@ -599,7 +599,7 @@ class Engine:
         from . import handoff
         return handoff.export(self, to, since=since, task_id=task_id)
 
-    def import_(self, package, rename: str | None = None, merge: bool = False, apply: bool = False) -> dict:
+    def import_(self, package, rename: str | None = None, merge: bool = False, apply: bool | None = False) -> dict:
         from . import handoff
         return handoff.import_(self, package, rename=rename, merge=merge, apply=apply)
 

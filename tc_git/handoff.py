@@ -561,10 +561,11 @@ def _adopt_packs(qrepo: pygit2.Repository, store: Store) -> None:
                 os.replace(dst / f".{p.name}.tmp", dst / p.name)
 
 
-def import_(engine, package, rename: str | None = None, merge: bool = False, apply: bool = False) -> dict:
+def import_(engine, package, rename: str | None = None, merge: bool = False, apply: bool | None = False) -> dict:
     """Bring a task (with its whole history) into this workspace's store and make it active.
 
-    The workspace files follow only through `engine.restore` (preview unless apply=True).
+    The workspace files follow only through `engine.restore` (preview unless apply=True; with
+    apply=None only when that overwrites and deletes nothing: see `_restore_to_head`).
     """
     if package is None or str(package).strip() == "":
         raise BadInput("package is required: a .bundle file, or a handoff directory")
@@ -696,8 +697,31 @@ def _plan_refs(q, store: Store, incoming: dict[str, str], rename, merge) -> tupl
     return plan, report
 
 
-def _restore_to_head(engine, task_id: str, apply: bool) -> dict | None:
-    """Preview (or apply) a restore of the workspace to the imported head, via the engine."""
+def _restore_to_head(engine, task_id: str, apply: bool | None, **kw) -> dict | None:
+    """Preview (or apply) a restore of the workspace to the imported head, via the engine.
+    `apply=None` (MCP's default, what the seed's users expect): write the imported files when that
+    overwrites and deletes nothing the workspace holds (an empty or non-conflicting workspace: only
+    the new files are written, other files stay), else preview; `auto` says which happened."""
+    if apply is None:
+        preview = _restore_to_head(engine, task_id, False, limit=AUTO_LIMIT)
+        plan = (preview or {}).get("plan") or {}
+        counts = plan.get("counts") or {}
+        n = {k: counts.get(k, len(plan.get(k) or [])) for k in ("to_delete", "to_write", "to_replace", "unrestorable")}
+        if preview is None or "error" in preview or n["to_replace"] or n["unrestorable"] or not n["to_write"] \
+                or (n["to_delete"] and len(plan.get("to_write") or []) != n["to_write"]):
+            if preview is None:
+                return None
+            plan = {k: v[:200] if isinstance(v, list) else v for k, v in plan.items()}  # as a normal preview
+            why = ", ".join(f"{k.removeprefix('to_')} {n[k]}" for k in ("to_replace", "to_delete", "unrestorable")
+                            if n[k])
+            note = (f"files not written: the import would {why} file(s) here; see plan, then import again "
+                    "with apply=true (undoable)") if why else "nothing to write: the workspace matches"
+            return {**preview, "plan": plan, "auto": "preview", "note": note}
+        # only the new files when others would go; an undoable restore either way
+        paths = plan["to_write"] if n["to_delete"] else None
+        done = _restore_to_head(engine, task_id, True, paths=paths)
+        return {**done, "auto": "applied", "note": f"wrote {n['to_write']} new file(s), overwrote and deleted "
+                                                   "nothing; undo: restore undo=true apply=true"}
     tl = Timeline(engine.repo, task_id)
     head = tl.head()
     e = head
@@ -707,12 +731,15 @@ def _restore_to_head(engine, task_id: str, apply: bool) -> dict | None:
         return None
     try:
         if e.kind == "drift" and e.drift:
-            return engine.restore(drift_id=e.drift, apply=apply)
+            return engine.restore(drift_id=e.drift, apply=apply, **kw)
         if e.step >= 1:
-            return engine.restore(index=e.step, apply=apply)
+            return engine.restore(index=e.step, apply=apply, **kw)
     except TaskClosed as err:
         return {"applied": False, "error": err.message}
     return None
+
+
+AUTO_LIMIT = 20000  # listed paths in an automatic import's preview (more: preview only, unless nothing goes)
 
 
 # ---------------------------------------------------------------------------- seed handoff dirs

@@ -220,7 +220,8 @@ class ExportResult(_Out):
 
 class ImportResult(_Out):
     task_id: str
-    restore: dict[str, Any] | None = Field(None, description="the restore to the imported head")
+    restore: dict[str, Any] | None = Field(None, description="the restore to the imported head; its note "
+                                                            "says what was written")
 
 
 class SyncResult(_Out):
@@ -781,10 +782,11 @@ def build_server(watch: bool | None = None) -> TcServer:
         root: Root = None,
         rename: Annotated[str | None, Field(description="import under this task id")] = None,
         merge: Annotated[bool, Field(description="add to an existing task of the same id")] = False,
-        apply: Annotated[bool, Field(description="true: write files (undoable like tc_restore)")] = False,
+        apply: Annotated[bool | None, Field(description="true: write files (undoable); false: preview")] = None,
     ) -> ImportResult:
-        """Import a task exported by tc_export into this workspace's store and make it active. Files
-        follow as a restore: previewed unless apply=true."""
+        """Import a task exported by tc_export into this workspace's store and make it active. Its
+        files are written when that overwrites and deletes nothing here (restore.auto: applied);
+        otherwise previewed: call again with apply=true."""
         return await run(ctx, "tc_import", root, "import_", package, rename=rename, merge=merge, apply=apply)
 
     @mcp.tool(annotations=_ann("Compress drifts", destructive=True, idempotent=True))

@@ -174,7 +174,7 @@ async def test_every_result_matches_output_schema(server, ws, tmp_path):
             ex = check("tc_export", r)
             ws2 = tmp_path / "ws2"
             ws2.mkdir()
-            im = check("tc_import", await call(c, "tc_import", root=str(ws2), package=ex["path"]))
+            im = check("tc_import", await call(c, "tc_import", root=str(ws2), package=ex["path"], apply=False))
             assert im["task_id"] == init["task_id"] and not (ws2 / "a.txt").exists()  # preview only
             im = check("tc_import", await call(c, "tc_import", root=str(ws2), package=ex["path"], merge=True,
                                                apply=True))
@@ -441,3 +441,41 @@ def test_unencodable_result_becomes_an_error():
     r.model_dump_json(by_alias=True)
     good = CallToolResult(content=[TextContent(type="text", text="café")])
     assert _encodable("tc_x", good) is good
+
+
+# ------------------------------------------------------------------------------- seed workflow: import
+async def test_seed_workflow_import_materialises_files(server, tmp_path):
+    """An agent written for the seed: tc_export here, tc_import(root, package) into an empty directory
+    -> the files are there, with their modes. A non-conflicting workspace keeps its own files and
+    gets the new ones; a conflicting one is only previewed, and apply=true then writes."""
+    src, empty, mixed, clash, out = (tmp_path / n for n in ("src", "empty", "mixed", "clash", "out"))
+    for d in (src, empty, mixed, clash, out):
+        d.mkdir()
+    write(src, "app.py", "print(1)\n")
+    write(src, "bin/run.sh", "#!/bin/sh\necho hi\n", mode=0o755)
+    write(src, "data/blob.bin", bytes(range(256)))
+    write(mixed, "mine.txt", "keep me")
+    write(clash, "app.py", "print('theirs')\n")
+    async with client(server) as c:
+        ok(await call(c, "tc_init", root=str(src), name="handed over"))
+        ok(await call(c, "tc_save", root=str(src), title="ready", next="ship"))
+        want = tree_state(src)
+        pkg = ok(await call(c, "tc_export", root=str(src), to=str(out)))["path"]
+
+        im = ok(await call(c, "tc_import", root=str(empty), package=pkg))  # the seed's parameters only
+        assert im["restore"]["auto"] == "applied" and im["restore"]["applied"], im
+        assert tree_state(empty) == want  # bytes and modes (tree_state keeps the mode)
+        assert os.stat(empty / "bin/run.sh").st_mode & 0o777 == 0o755
+        assert ok(await call(c, "tc_resume", root=str(empty)))["next"] == "ship"
+
+        im = ok(await call(c, "tc_import", root=str(mixed), package=pkg))
+        assert im["restore"]["auto"] == "applied" and (mixed / "mine.txt").read_text() == "keep me"
+        assert {k: v for k, v in tree_state(mixed).items() if k != b"mine.txt"} == want
+
+        before = tree_state(clash)
+        im = ok(await call(c, "tc_import", root=str(clash), package=pkg))
+        assert im["restore"]["auto"] == "preview" and not im["restore"]["applied"], im
+        assert "apply=true" in im["restore"]["note"] and im["restore"]["plan"]["to_replace"] == ["app.py"]
+        assert tree_state(clash) == before  # nothing written
+        im = ok(await call(c, "tc_import", root=str(clash), package=pkg, merge=True, apply=True))
+        assert im["restore"]["applied"] and tree_state(clash) == want
