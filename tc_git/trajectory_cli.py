@@ -139,6 +139,33 @@ def _h_replay(r: dict) -> str:
     return json.dumps(r["messages"], indent=1, ensure_ascii=False)
 
 
+def _resume_session(args) -> dict:
+    """Write the conversation up to a point as a session file `args.client` resumes; with
+    --code, also the linked code through the normal previewed, undoable restore."""
+    from .trajectory.ops import replay
+    from .trajectory.sessionfile import write_session
+
+    def run(e):
+        e._require_store()
+        records = replay(e.repo, args.point, image_data=True)
+        out = write_session(records, args.client, str(e.root), session_id=args.session_id)
+        out.update(point=args.point, event=records[-1]["id"], restore=None)
+        if args.code:
+            out["restore"] = e.checkout(args.point, restore_code=True, apply=args.apply, limit=1)["restore"]
+        return out
+
+    return _either(args, run)
+
+
+def _h_resume(r: dict) -> str:
+    s = (f"wrote {r['path']} ({r['events']} events up to {r['event'][:10]})\n"
+         f"resume it in {r['cwd']} with: {r['command']}")
+    if r.get("restore"):
+        rs = r["restore"]
+        s += ("\nrestored code to " if rs.get("applied") else "\ncode restore preview (add --apply) to ") + str(rs.get("target"))
+    return s
+
+
 def setup(sub) -> None:
     p = sub.add_parser("record", help="record an agent transcript (Claude Code / Codex / JSON steps) as git history")
     p.add_argument("transcript", help="transcript file (.jsonl) or a JSON list of steps")
@@ -200,3 +227,12 @@ def setup(sub) -> None:
     p.add_argument("point")
     p.add_argument("--mode", choices=["messages", "code", "verify"], default="messages")
     p.set_defaults(func=lambda a: _either(a, lambda e: e.replay(a.point, a.mode)), human=_h_replay)
+
+    p = sub.add_parser("resume-session", help="write the conversation up to a milestone/event as a session "
+                                              "file Claude Code or Codex resumes (--code: its code too)")
+    p.add_argument("point", help="milestone, event id or session[/branch]")
+    p.add_argument("--client", required=True, choices=["claude", "codex"])
+    p.add_argument("--code", action="store_true", help="also restore the linked code (preview unless --apply)")
+    p.add_argument("--apply", action="store_true")
+    p.add_argument("--session-id", default=None, help="id of the new session (default: a new UUID)")
+    p.set_defaults(func=_resume_session, human=_h_resume)

@@ -60,14 +60,15 @@ def _chain(repo: pygit2.Repository, tip: pygit2.Commit, stop: pygit2.Oid | None 
     return out
 
 
-def replay(repo: pygit2.Repository, point: str) -> list[dict]:
+def replay(repo: pygit2.Repository, point: str, *, image_data: bool = False) -> list[dict]:
     """The conversation from the root to `point`, as message dicts to seed a new session.
 
-    Each dict is the stored event record plus `role` (user|assistant|tool|system).
+    Each dict is the stored event record plus `role` (user|assistant|tool|system); with
+    `image_data`, images carry their bytes (base64) as well as their blob path.
     """
     out = []
     for c in _chain(repo, resolve(repo, point)):
-        rec = load_event(repo, c)
+        rec = load_event(repo, c, image_data=image_data)
         rec["role"] = ROLE.get(rec.get("kind", ""), "system")
         out.append(rec)
     return out

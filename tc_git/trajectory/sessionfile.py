@@ -1,0 +1,272 @@
+"""Write a recorded conversation back as a session file the agent's own `resume` opens.
+
+`tc resume-session <milestone|event> --client claude|codex` takes the first-parent chain from
+the session's root to that point (nothing after it) and writes:
+
+- Claude Code: `<config>/projects/<project-slug>/<new-id>.jsonl` (`<config>` = $CLAUDE_CONFIG_DIR
+  or ~/.claude; slug = the project path with every non-alphanumeric character as `-`), then
+  `claude --resume <new-id>` in the project directory.
+- Codex: `<codex home>/sessions/YYYY/MM/DD/rollout-<time>-<new-id>.jsonl` ($CODEX_HOME or
+  ~/.codex), then `codex resume <new-id>`.
+
+The lines carry exactly what the events recorded (uuids, parent uuids, message ids, timestamps,
+call ids, outputs, images), so reading the file back with our own reader gives the same events
+and therefore, content addressing, the same commit ids. A parent uuid whose line held no event
+(a progress or hook line, an abandoned branch) is written as a bookkeeping line (`system`,
+`turn_duration`) so the chain Claude Code walks stays connected; a compaction boundary keeps
+`parentUuid: null` + `logicalParentUuid`, so Claude Code resumes from the summary as it would.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import uuid as _uuid
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CLIENTS", "claude_lines", "codex_lines", "claude_path", "codex_path", "write_session"]
+
+CLIENTS = ("claude", "codex")
+VERSION = "2.1.0"  # the Claude Code transcript format written (fields of 2.0/2.1)
+
+
+def _iso(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(float(ts), _dt.timezone.utc).isoformat(timespec="microseconds") \
+        .replace("+00:00", "Z")
+
+
+def _blocks(text: str, images: list[dict], *, placeholder: bool = True) -> list[dict]:
+    """Text and image blocks whose flattening (text lines, `[image]` per image) is `text`."""
+    out: list[dict] = []
+    pending = list(images)
+    buf: list[str] = []
+    for line in text.split("\n") if text else []:
+        if placeholder and line == "[image]" and pending:
+            if buf:
+                out.append({"type": "text", "text": "\n".join(buf)})
+                buf = []
+            out.append(_image(pending.pop(0)))
+        else:
+            buf.append(line)
+    if buf:
+        out.append({"type": "text", "text": "\n".join(buf)})
+    out.extend(_image(i) for i in pending)
+    return out
+
+
+def _image(img: dict) -> dict:
+    if img.get("url"):
+        return {"type": "image", "source": {"type": "url", "url": img["url"]}}
+    return {"type": "image", "source": {"type": "base64", "media_type": img.get("media_type") or "image/png",
+                                        "data": img.get("data") or ""}}
+
+
+# -- Claude Code -----------------------------------------------------------------------------
+
+def claude_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
+    """Transcript lines for the chain `records` (oldest first, as `ops.replay` gives them with
+    image data)."""
+    groups: list[list[dict]] = []
+    for rec in records:
+        src = rec.get("source") or {}
+        if groups and src.get("uuid") and (groups[-1][0].get("source") or {}).get("uuid") == src["uuid"]:
+            groups[-1].append(rec)
+        else:
+            groups.append([rec])
+    lines: list[dict] = []
+    written: set[str] = set()
+    prev: str | None = None
+    base = {"isSidechain": False, "userType": "external", "cwd": cwd, "sessionId": session_id,
+            "version": VERSION}
+
+    for n, group in enumerate(groups):
+        first = group[0]
+        src = first.get("source") or {}
+        uid = src.get("uuid") or str(_uuid.uuid5(_uuid.NAMESPACE_URL, f"tc-git:{first.get('id') or n}"))
+        parent = src.get("parent_uuid") if src else prev
+        kind = first["kind"]
+        compaction = kind == "system" and (first.get("meta") or {}).get("subtype") == "compact_boundary"
+        if parent and parent not in written:
+            # its line held no event: a bookkeeping line keeps the chain whole for Claude Code
+            lines.append(dict(base, type="system", subtype="turn_duration", durationMs=0, uuid=parent,
+                              parentUuid=prev, timestamp=_iso(first["timestamp"]), isMeta=True))
+            written.add(parent)
+        line: dict[str, Any] = dict(base, uuid=uid, timestamp=_iso(first["timestamp"]))
+        line["parentUuid"] = None if compaction else parent
+        if first.get("sidechain"):
+            line["isSidechain"] = True
+        if first.get("agent_id"):
+            line["agentId"] = first["agent_id"]
+        if compaction:
+            meta = first.get("meta") or {}
+            line.update(type="system", subtype="compact_boundary", content="Conversation compacted",
+                        level="info", logicalParentUuid=parent,
+                        compactMetadata={k: meta[k] for k in ("trigger", "preTokens", "postTokens") if k in meta})
+        elif kind == "system" and (first.get("meta") or {}).get("subtype"):
+            line.update(type="system", subtype=first["meta"]["subtype"], content=first.get("text") or "",
+                        level="info")
+        elif kind in ("assistant", "thinking", "tool_call"):
+            content = []
+            for rec in group:
+                if rec["kind"] == "assistant":
+                    if rec.get("images") and (rec.get("text") or "") == "[image]":
+                        content.extend(_image(i) for i in rec["images"])
+                    else:
+                        content.append({"type": "text", "text": rec.get("text") or ""})
+                elif rec["kind"] == "thinking":
+                    content.append({"type": "redacted_thinking", "data": ""} if (rec.get("meta") or {}).get("redacted")
+                                   else {"type": "thinking", "thinking": rec.get("text") or "", "signature": ""})
+                elif rec["kind"] == "tool_call":
+                    content.append({"type": "tool_use", "id": rec.get("call_id") or f"toolu_tc{n}",
+                                    "name": rec.get("tool_name") or "?", "input": rec.get("tool_input") or {}})
+            msg: dict[str, Any] = {"role": "assistant", "type": "message", "model": "tc-git-replay",
+                                   "content": content, "stop_reason": None}
+            if src.get("message_id"):
+                msg["id"] = src["message_id"]
+            line.update(type="assistant", message=msg)
+        else:  # user, summary, tool_result, system without subtype (injected context)
+            content = []
+            text_rec = None
+            for rec in group:
+                if rec["kind"] == "tool_result":
+                    out = rec.get("tool_output")
+                    out = out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, sort_keys=True)
+                    block = {"type": "tool_result", "tool_use_id": rec.get("call_id"),
+                             "content": _blocks(out, rec.get("images") or []) if rec.get("images") else out}
+                    if rec.get("is_error"):
+                        block["is_error"] = True
+                    content.append(block)
+                else:
+                    text_rec = rec
+            if text_rec is not None:
+                text, imgs = text_rec.get("text") or "", text_rec.get("images") or []
+                if content or imgs:
+                    content.extend(_blocks(text, imgs))
+                else:
+                    content = text  # a plain prompt, as Claude Code writes it
+                if text_rec["kind"] == "summary":
+                    line["isCompactSummary"] = True
+                elif text_rec["kind"] == "system":
+                    line["isMeta"] = True
+            line.update(type="user", message={"role": "user", "content": content})
+        lines.append(line)
+        written.add(uid)
+        prev = uid
+    return lines
+
+
+def project_slug(cwd: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]", "-", cwd)
+
+
+def claude_path(cwd: str, session_id: str) -> Path:
+    root = Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
+    return root / "projects" / project_slug(cwd) / f"{session_id}.jsonl"
+
+
+# -- Codex -------------------------------------------------------------------------------------
+
+def codex_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
+    """Rollout lines for the chain `records` (oldest first)."""
+    t0 = records[0]["timestamp"] if records else 0.0
+    out: list[dict] = [{"timestamp": _iso(t0), "type": "session_meta", "payload": {
+        "id": session_id, "timestamp": _iso(t0), "cwd": cwd, "originator": "tc-git", "cli_version": "0.0.0",
+        "source": "cli"}}]
+    custom: set[str] = set()
+
+    def item(ts, payload):
+        out.append({"timestamp": _iso(ts), "type": "response_item", "payload": payload})
+
+    def event(ts, payload):
+        out.append({"timestamp": _iso(ts), "type": "event_msg", "payload": payload})
+
+    for rec in records:
+        ts, kind, text = rec["timestamp"], rec["kind"], rec.get("text") or ""
+        meta = rec.get("meta") or {}
+        if kind == "user":
+            content = [{"type": "input_text", "text": text}]
+            content += [{"type": "input_image", "image_url": f"data:{i.get('media_type')};base64,{i['data']}"}
+                        for i in rec.get("images") or [] if i.get("data")]
+            item(ts, {"type": "message", "role": "user", "content": content})
+            event(ts, {"type": "user_message", "message": text, "images": []})
+        elif kind == "assistant":
+            p = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+            if meta.get("phase"):
+                p["phase"] = meta["phase"]
+            item(ts, p)
+            event(ts, {"type": "agent_message", "message": text})
+        elif kind == "thinking":
+            item(ts, {"type": "reasoning", "summary": [{"type": "summary_text", "text": text}],
+                      "content": None, "encrypted_content": None})
+        elif kind == "tool_call":
+            name, inp, cid = rec.get("tool_name") or "?", rec.get("tool_input"), rec.get("call_id")
+            if name == "local_shell":
+                item(ts, {"type": "local_shell_call", "call_id": cid, "status": "completed", "action": inp})
+            elif name == "web_search":
+                item(ts, {"type": "web_search_call", "id": cid, "status": "completed", "action": inp})
+            elif isinstance(inp, str):  # freeform input (apply_patch): a custom tool call
+                custom.add(cid or "")
+                item(ts, {"type": "custom_tool_call", "call_id": cid, "name": name, "input": inp})
+            else:
+                item(ts, {"type": "function_call", "call_id": cid, "name": name,
+                          "arguments": json.dumps(inp, ensure_ascii=False)})
+        elif kind == "tool_result":
+            output = rec.get("tool_output")
+            if "exit_code" in meta:
+                output = json.dumps({"output": output, "metadata": {"exit_code": meta["exit_code"]}},
+                                    ensure_ascii=False)
+            p = {"type": "custom_tool_call_output" if rec.get("call_id") in custom else "function_call_output",
+                 "call_id": rec.get("call_id"), "output": output}
+            if rec.get("is_error") and "exit_code" not in meta:
+                p["success"] = False
+            item(ts, p)
+        elif kind == "summary":
+            if text == "compaction (encrypted summary)":
+                item(ts, {"type": "compaction", "encrypted_content": ""})
+            else:
+                out.append({"timestamp": _iso(ts), "type": "compacted", "payload": {"message": text}})
+        elif kind == "system" and text.startswith("turn aborted: "):
+            event(ts, {"type": "turn_aborted", "reason": text[len("turn aborted: "):]})
+        else:  # harness context the model saw (developer/system messages, environment context)
+            role = meta.get("role") or "developer"
+            item(ts, {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]})
+    return out
+
+
+def codex_path(session_id: str, when: float) -> Path:
+    root = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+    t = _dt.datetime.fromtimestamp(when, _dt.timezone.utc)
+    return root / "sessions" / t.strftime("%Y/%m/%d") / f"rollout-{t.strftime('%Y-%m-%dT%H-%M-%S')}-{session_id}.jsonl"
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+def write_session(records: list[dict], client: str, cwd: str, *, session_id: str | None = None,
+                  now: float | None = None) -> dict:
+    """Write the session file for `client`; returns its path, id and the command to resume it.
+
+    Never overwrites: a fresh id is used for every file."""
+    import time
+
+    from ..errors import BadInput
+    from ..fsutil import atomic_write
+
+    if client not in CLIENTS:
+        raise BadInput(f"unknown client {client!r}: use one of {', '.join(CLIENTS)}")
+    if not records:
+        raise BadInput("nothing to resume: the point has no events")
+    sid = session_id or str(_uuid.uuid4())
+    if client == "claude":
+        lines, path, cmd = claude_lines(records, sid, cwd), claude_path(cwd, sid), f"claude --resume {sid}"
+    else:
+        lines, path = codex_lines(records, sid, cwd), codex_path(sid, time.time() if now is None else now)
+        cmd = f"codex resume {sid}"
+    if path.exists():
+        raise BadInput(f"{path} exists; pick another session id")
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    data = "".join(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n" for line in lines)
+    atomic_write(path, data.encode("utf-8", "surrogatepass"), 0o600)
+    return {"client": client, "session_id": sid, "path": str(path), "events": len(records),
+            "lines": len(lines), "command": cmd, "cwd": cwd}
