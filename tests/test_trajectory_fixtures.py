@@ -361,3 +361,38 @@ def test_a_session_without_main_opens_by_name(repo, tmp_path: Path) -> None:
     for cmd in (["events", res.session], ["markdown", res.session]):
         r = subprocess.run(tc + ["--root", str(ws), *cmd], capture_output=True, env=clean_env())
         assert r.returncode == 0 and r.stdout.strip(), r.stderr
+
+
+def test_redaction_is_the_secrets_engines(repo, tmp_path: Path) -> None:
+    """Tool inputs go through the secrets engine's structure-aware redaction: a credential under
+    a credential-named key is redacted (keys included), placeholders are not secrets."""
+    from tc_git import secrets
+
+    real = "sk-proj-" + "Q3v9XkT2mB7pL4wR8nY1cZ6hJ0dF5gA2sE9uI3oK"
+    lines = [
+        {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": "red", "timestamp": "2026-01-01T00:00:00Z",
+         "message": {"role": "user", "content": "configure the client"}},
+        {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": "red", "timestamp": "2026-01-01T00:00:01Z",
+         "message": {"id": "m1", "role": "assistant", "content": [
+             {"type": "tool_use", "id": "t1", "name": "Write",
+              "input": {"file_path": "/w/.env", "env": {"OPENAI_API_KEY": real, "PLACEHOLDER": "proxy-handled"}}}]}},
+    ]
+    f = tmp_path / "red.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    res = T.record(repo, T.read_transcript(f))
+    call = T.load_event(repo, res.branches["main"])
+    assert real not in json.dumps(call) and res.redactions >= 1
+    assert call["tool_input"]["env"]["PLACEHOLDER"] == "proxy-handled"
+    assert call["tool_input"]["env"]["OPENAI_API_KEY"] == secrets.redact_obj({"OPENAI_API_KEY": real})["OPENAI_API_KEY"]
+    out = subprocess_git_grep(repo, real)
+    assert out == "", "the credential became an object"
+
+
+def subprocess_git_grep(repo, needle: str) -> str:
+    import subprocess
+
+    from conftest import clean_env
+
+    objs = subprocess.run(["git", f"--git-dir={repo.path}", "cat-file", "--batch-all-objects", "--batch"],
+                          capture_output=True, env=clean_env()).stdout
+    return needle if needle.encode() in objs else ""

@@ -71,14 +71,13 @@ def session_prefix(agent: str, session_id: str) -> str:
 # -- redaction ---------------------------------------------------------------------------------
 
 def _redact(value: Any, counter: list[int]) -> Any:
-    """Everything an event says goes through the secrets engine (`secrets.redact_text`, or
-    its structure-aware redaction when it has one, which also sees `KEY=value` across keys
-    and values); this module has no patterns of its own."""
-    structured = getattr(_secrets, "redact_obj", None) or getattr(_secrets, "redact_value", None)
-    if structured is not None and not isinstance(value, str):
-        out = structured(value)
-        if out != value:
-            counter[0] += 1
+    """Everything an event says goes through the secrets engine: its structure-aware
+    `redact_obj_count` (keys too; a value under a credential-named key judged like KEY=value),
+    or `redact_text` per string; this module has no patterns of its own."""
+    structured = getattr(_secrets, "redact_obj_count", None)
+    if structured is not None:
+        out, n = structured(value)
+        counter[0] += n
         return out
     if isinstance(value, str):
         out = _secrets.redact_text(value)
