@@ -6,7 +6,17 @@ def _run(args) -> dict:
     from .cli import engine_for
     from .view import write_view
 
-    return write_view(engine_for(args), task_ids=args.view_tasks, session_ids=args.view_sessions,
+    e = engine_for(args)
+    if not e.store.exists:  # sessions recorded where no store was: the user-level store
+        from .trajectory.userstore import project_sessions
+        from .trajectory_cli import _user_engine
+
+        user = _user_engine(args)
+        ids = list(args.view_sessions) or sorted(project_sessions(args.root)) if user is not None else []
+        if user is not None and ids:
+            return dict(write_view(user, task_ids=[], session_ids=ids, out=args.output, open_it=args.open),
+                        store="user")
+    return write_view(e, task_ids=args.view_tasks, session_ids=args.view_sessions,
                       out=args.output, open_it=args.open)
 
 

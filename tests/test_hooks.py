@@ -430,6 +430,10 @@ def test_session_end_without_a_store_records_into_the_user_store(tmp_path):
     out = subprocess.run(tc + ["--root", str(plain), "markdown", "claude-c64cc478-3430-40fe-8e9c-4ee9986e9754"],
                          capture_output=True, env=env)
     assert out.returncode == 0 and b"### User" in out.stdout, out.stderr
+    page = tmp_path / "view.html"
+    out = subprocess.run(tc + ["--root", str(plain), "--json", "view", "-o", str(page)], capture_output=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["sessions"] and page.stat().st_size > 1000
     fsck(store)
 
 
