@@ -285,6 +285,7 @@ class Engine:
             "groups": [], "skipped_paths": self._skipped(snap), "idempotent": idempotent, "closed": bool(close),
             "status": status, "active_task_changed": changed_active, "git": git,
             "changed": snap.changed, "redacted": redacted, "newly_left_out": newly_left,
+            "unstable": snap.unstable[:MAX_LIST],
         }
 
     def _last_step(self, tl: Timeline) -> Entry | None:
@@ -312,7 +313,8 @@ class Engine:
             if head.kind == "close":
                 raise TaskClosed(f"task {tl.task_id} is closed: nothing to capture; start a new task with tc_init")
             snap = self._snapshot(head.record.get("task", {}))
-            base = {"partial": bool(partial), "waiting": False, "skipped_paths": self._skipped(snap)}
+            base = {"partial": bool(partial), "waiting": False, "skipped_paths": self._skipped(snap),
+                    "unstable": snap.unstable[:MAX_LIST]}  # kept at their last version: never held still
             if self.repo[head.oid].tree_id == snap.tree:
                 return {"captured": False, "drift_id": None, "reads": 0, "commit": None, **base}
             extra = {"tool_call": tool_call} if tool_call else {}
@@ -489,7 +491,8 @@ class Engine:
             plan = restore_mod.make_plan(self.repo, self.repo[snap.tree], target_tree, left, sel)
             out = {"applied": False, "recovered": None, "target": target.id, "target_commit": str(target.oid),
                    "plan": plan.as_dict(limit), "skipped_paths": self._skipped(snap), "paths": sel,
-                   "not_in_target": self._left_out(tl.record(target.oid), limit)}
+                   "not_in_target": self._left_out(tl.record(target.oid), limit),
+                   "unstable": snap.unstable[:MAX_LIST]}
             if _undo_of:
                 out["undo_of"] = _undo_of
             if not apply:
@@ -532,7 +535,8 @@ class Engine:
             oid = tl.append("restore", after.tree, rec)
             os.unlink(self.store.state_dir / "restore-journal.json")
         out.update({"applied": True, "recovered": undo_id, "undo": {"drift_id": undo_id},
-                    "commit": str(oid), "failed": failed[:limit]})
+                    "commit": str(oid), "failed": failed[:limit],
+                    "unstable": sorted(set(snap.unstable) | set(after.unstable))[:limit]})
         if check is not None:
             out["check"] = check
         return out

@@ -1,27 +1,43 @@
 """Workspace -> tree, through the private index used as a stat cache.
 
-libgit2's `git_index_add_all` walks the workspace, compares each file's stat data with the
-index entry and only reads and hashes what changed (the callback below sees just those paths),
-so a save costs what changed, not what exists. `write_tree()` runs before `index.write()` so the
-index keeps its TREE cache extension (the other order makes the next save 4-5x slower).
+A snapshot runs while builds, tests and package managers keep creating and deleting files, so
+it is split in two (issue 17):
+
+1. *Find* what may have changed. libgit2's index-to-workdir diff compares each file's stat data
+   with its index entry (a no-change save costs one lstat per file). A file that vanishes while
+   libgit2 looks at it makes the diff fail; it is retried, and if the workspace will not hold
+   still (or a directory is unreadable) a Python walk with the same stat comparison finds the
+   candidates instead, tolerating every error on its own.
+2. *Read* each candidate ONCE, in Python, into a buffer: lstat before and after (a change in
+   between means read again, a few times; a file that never holds still keeps its previous
+   entry and is listed as `unstable`). That same buffer goes through the policy's content
+   check and becomes the blob, and the index entry carries the stat data taken *before* the
+   read, so a later change shows as dirty on the next save. What is scanned is what is stored.
+
+`write_tree()` runs before `index.write()` so the index keeps its TREE cache extension (the
+other order makes the next save 4-5x slower).
 """
 from __future__ import annotations
 
+import errno
 import os
+import stat as stat_mod
 import time
 from dataclasses import dataclass, field
 
 import pygit2
 from pygit2 import ffi
+from pygit2.enums import DeltaStatus, DiffOption, FileMode
 from pygit2.errors import check_error
 from pygit2.ffi import C
-from pygit2.utils import StrArray
 
 from . import mempack
 from .policy import Left, Policy
 
-# libgit2 messages when a file is rewritten (truncated, resized) while it is being read
-_RETRYABLE = ("file changed before we could read it", "failed to read file into stream", "index is locked")
+READ_ATTEMPTS = 4  # reads of a file whose stat data moves while it is read, before it is `unstable`
+DIFF_ATTEMPTS = 3  # libgit2 diffs that fail on a vanishing file, before the Python walk takes over
+_GONE = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)
+_NONE = object()
 
 
 def decode_path(raw) -> str:
@@ -33,9 +49,11 @@ class Snapshot:
     tree: pygit2.Oid
     left: list[Left] = field(default_factory=list)  # metadata-only paths
     nested: dict[str, str | None] = field(default_factory=dict)  # nested repo path -> its HEAD
-    changed: int = 0  # paths whose index entry the walk added, updated or removed
+    changed: int = 0  # paths whose index entry was added, updated or removed
     seconds: float = 0.0
     partial: bool = False  # only the given paths were refreshed (`left`/`nested` cover just those)
+    unstable: list[str] = field(default_factory=list)  # kept at their previous version: never held still
+    scan: str = "diff"  # how candidates were found: diff | walk | paths
 
     def note(self, cap: int = 500) -> dict:
         """What the commit's note records about paths that are not file content."""
@@ -43,6 +61,10 @@ class Snapshot:
         out = {"left": left, "nested": [{"path": p, "head": h} for p, h in sorted(self.nested.items())][:cap]}
         if len(self.left) > cap:
             out["left_omitted"] = len(self.left) - cap
+        if self.unstable:
+            out["unstable"] = sorted(self.unstable)[:cap]
+            if len(self.unstable) > cap:
+                out["unstable_omitted"] = len(self.unstable) - cap
         return out
 
 
@@ -52,8 +74,8 @@ def take(repo: pygit2.Repository, policy: Policy, progress=None, paths=None) -> 
     The first snapshot (empty private index: every file is new) writes its objects into memory
     and then as one pack (tc_git/mempack.py), on a private handle of the store so the in-memory
     backend goes away with it; later snapshots write the few objects they need as loose files.
-    `paths` (workspace paths) refreshes only those entries: after a restore only the paths it
-    wrote or deleted can differ from the snapshot taken just before.
+    `paths` (workspace paths, files or directories) refreshes only those entries: after a
+    restore only the paths it wrote or deleted can differ from the snapshot taken just before.
     """
     idx = repo.index
     idx.read(False)
@@ -61,10 +83,7 @@ def take(repo: pygit2.Repository, policy: Policy, progress=None, paths=None) -> 
         with mempack.bulk_writes(repo) as (work, pack):
             return _take(work, policy, progress, pack)
     if paths:
-        try:
-            return _update(repo, policy, paths)
-        except (pygit2.GitError, OSError, ValueError, TypeError, KeyError):
-            pass  # an odd entry (a name pygit2 cannot encode, a file turned directory): walk it all
+        return _take(repo, policy, progress, None, paths=list(paths))
     return _take(repo, policy, progress, None)
 
 
@@ -96,81 +115,375 @@ def _fits_in_memory(root: str) -> bool:
     return True
 
 
-def _update(repo: pygit2.Repository, policy: Policy, paths) -> Snapshot:
-    """Refresh just `paths` in the private index (git_index_add_all walks the whole workspace
-    even when given a path list), then write the tree."""
-    t0 = time.perf_counter()
-    root = repo.workdir
-    idx = repo.index
-    idx.read(False)
-    left: list[Left] = []
-    for rel in paths:
-        full = os.path.join(root, rel)
-        if not os.path.lexists(full):
-            if rel in idx:
-                idx.remove(rel)
-            continue
-        verdict = policy.classify(root, rel)
-        if verdict is not None:
-            left.append(verdict)
-            if rel in idx:
-                idx.remove(rel)
-            continue
-        idx.add(rel)  # stats, hashes and writes the blob (links stay links)
-    tree = idx.write_tree()
-    idx.write()
-    return Snapshot(tree, left, {}, len(paths), time.perf_counter() - t0, partial=True)
+# --------------------------------------------------------------------------- the snapshot
+class _Run:
+    """One snapshot: the candidates found, what became of each."""
 
+    def __init__(self, repo: pygit2.Repository, policy: Policy, progress):
+        self.repo, self.policy, self.progress = repo, policy, progress
+        self.root = repo.workdir
+        self.idx = repo.index
+        self.left: dict[str, Left] = {}
+        self.nested: dict[str, str | None] = {}
+        self.unstable: list[str] = []
+        self.changed = 0
+        self.done = 0
+        self._stats = None
+        self._sorted = None
+        self._dirs = None
 
-def _take(repo: pygit2.Repository, policy: Policy, progress, pack) -> Snapshot:
-    t0 = time.perf_counter()
-    root = repo.workdir
-    idx = repo.index
-    for attempt in range(4):
-        left: list[Left] = []
-        nested: dict[str, str | None] = {}
-        seen = [0]
-
-        @ffi.callback("git_index_matched_path_cb")
-        def on_path(path, _spec, _payload):
+    # ------------------------------------------------------------------ finding candidates
+    def diff_candidates(self) -> list[str] | None:
+        """Paths the stat cache says may differ, or None when libgit2 cannot get through the
+        workspace (a file or directory vanishing under it, an unreadable directory)."""
+        flags = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
+                 | DiffOption.INCLUDE_TYPECHANGE | DiffOption.INCLUDE_UNREADABLE | DiffOption.UPDATE_INDEX)
+        for attempt in range(DIFF_ATTEMPTS):
             try:
-                rel = decode_path(path)
-                seen[0] += 1
-                if progress and seen[0] % 256 == 0:
-                    progress(seen[0], None, f"scanned {seen[0]} changed paths")
-                if rel.endswith("/"):  # a directory libgit2 will not descend: nested repo / submodule
-                    nested[rel.rstrip("/")] = _nested_head(os.path.join(root, rel))
-                    return 1
-                if not os.path.lexists(os.path.join(root, rel)):
-                    return 0  # deleted: let libgit2 drop the entry
-                verdict = policy.classify(root, rel)
-                if verdict is not None:
-                    left.append(verdict)
-                    return 1
-                return 0
-            except Exception as e:  # never let an exception cross the C boundary
-                left.append(Left(decode_path(path), "unreadable", f"check failed: {e}"))
-                return 1
+                self.idx.read(False)
+                diff = self.idx.diff_to_workdir(flags)
+                out = []
+                for d in diff.deltas:
+                    if d.status == DeltaStatus.UNMODIFIED:
+                        continue
+                    out.append(d.old_file.path)
+                    if d.new_file.path != d.old_file.path:
+                        out.append(d.new_file.path)
+                return out
+            except (pygit2.GitError, OSError) as e:
+                if "ermission denied" in str(e):
+                    return None  # an unreadable directory stays unreadable: walk and report it
+                time.sleep(0.005 * (attempt + 1))
+        return None
 
+    def index_stats(self) -> dict[str, tuple]:
+        """path -> (mode, size, mtime s, mtime ns, ctime s, ctime ns, ino) of every index entry."""
+        if self._stats is None:
+            out = {}
+            cidx = self.idx._index
+            for i in range(C.git_index_entrycount(cidx)):
+                e = C.git_index_get_byindex(cidx, i)
+                out[ffi.string(e.path).decode("utf-8", "surrogateescape")] = (
+                    e.mode, e.file_size, e.mtime.seconds, e.mtime.nanoseconds, e.ctime.seconds,
+                    e.ctime.nanoseconds, e.ino)
+            self._stats = out
+        return self._stats
+
+    def tracked_dirs(self) -> set[str]:
+        if self._dirs is None:
+            self._dirs = _dirs_of(self.index_stats())
+        return self._dirs
+
+    def tracked_under(self, prefix: str) -> list[str]:
+        """Index paths that start with `prefix` (a contiguous run of the sorted paths)."""
+        import bisect
+
+        if self._sorted is None:
+            self._sorted = sorted(self.index_stats())
+        i = bisect.bisect_left(self._sorted, prefix)
+        out = []
+        while i < len(self._sorted) and self._sorted[i].startswith(prefix):
+            out.append(self._sorted[i])
+            i += 1
+        return out
+
+    def walk_candidates(self, starts=("",)) -> list[str]:
+        """The same stat comparison as the diff, in Python, under each of `starts` (workspace
+        paths; "" is the whole workspace). Never fails: a path that vanishes is a candidate
+        (its entry goes), an unreadable directory is left out and reported."""
+        stats = self.index_stats()
+        out: list[str] = []
+        seen: set[str] = set()
+        for start in starts:
+            start = start.strip("/")
+            if start and (start in seen or start.split("/")[0] == ".checkpoints" or ".git" in start.split("/")):
+                continue
+            if start:
+                outer = self._nested_parent(start)
+                if outer is not None:  # inside a nested repository: only its HEAD is recorded
+                    out.append(outer + "/")
+                    continue
+                full = os.path.join(self.root, start)
+                try:
+                    st = os.lstat(full)
+                except OSError:
+                    st = None
+                tracked = start in stats
+                if st is not None and stat_mod.S_ISDIR(st.st_mode):
+                    if tracked:  # a file that became a directory
+                        out.append(start)
+                    prefix = start + "/"
+                    inside = start in self.tracked_dirs()
+                    if inside or not _ignored(self.repo, prefix):
+                        if not inside and os.path.lexists(os.path.join(full, ".git")):
+                            out.append(prefix)
+                        else:
+                            self._walk_dir(start, stats, out, seen)
+                    under = self.tracked_under(prefix)
+                    out += [p for p in under if p not in seen]
+                    seen.update(under)
+                elif tracked or (st is not None and not _ignored(self.repo, start)):
+                    out.append(start)
+                seen.add(start)
+            else:
+                self._walk_dir("", stats, out, seen)
+                out += [p for p in stats if p not in seen]
+        return out
+
+    def _nested_parent(self, rel: str) -> str | None:
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            d = "/".join(parts[:i])
+            if d not in self.tracked_dirs() and os.path.lexists(os.path.join(self.root, d, ".git")):
+                return d
+        return None
+
+    def _walk_dir(self, top: str, stats: dict, out: list, seen: set) -> None:
+        stack = [top]
+        while stack:
+            rel_dir = stack.pop()
+            full = os.path.join(self.root, rel_dir) if rel_dir else self.root
+            try:
+                it = os.scandir(full)
+            except OSError as e:
+                if e.errno in _GONE:
+                    continue  # vanished: its entries are candidates through `stats`
+                self.left[rel_dir] = Left(rel_dir, "unreadable", f"directory not readable: {e.strerror}")
+                for p in self.tracked_under(rel_dir + "/" if rel_dir else ""):
+                    # cannot tell what it holds now: out of the tree, reported
+                    seen.add(p)
+                    self.left.setdefault(p, Left(p, "unreadable", "in an unreadable directory"))
+                continue
+            with it:
+                entries = list(it)
+            for entry in entries:
+                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+                if rel == ".git" or (not rel_dir and entry.name == ".checkpoints"):
+                    continue
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue  # vanished between the listing and the stat: as if never listed
+                if stat_mod.S_ISDIR(st.st_mode):
+                    if rel in stats:  # a file that became a directory
+                        out.append(rel)
+                        seen.add(rel)
+                    tracked = rel in self.tracked_dirs()
+                    if not tracked and _ignored(self.repo, rel + "/"):
+                        continue
+                    if not tracked and os.path.lexists(os.path.join(entry.path, ".git")):
+                        out.append(rel + "/")  # nested repository, as the diff names it
+                        continue
+                    stack.append(rel)
+                    continue
+                seen.add(rel)
+                cached = stats.get(rel)
+                if cached is None:
+                    if not _ignored(self.repo, rel):
+                        out.append(rel)
+                elif not _same_stat(cached, st):
+                    out.append(rel)
+
+    # ------------------------------------------------------------------ one path
+    def refresh(self, rel: str) -> None:
+        """Bring `rel`'s index entry in line with the file as it is: read once, scanned and
+        stored from the same buffer."""
+        self.done += 1
+        if self.progress and self.done % 256 == 0:
+            self.progress(self.done, None, f"stored {self.done} changed paths")
+        if rel.endswith("/"):  # a directory libgit2 will not descend: nested repo / submodule
+            self.nested[rel.rstrip("/")] = _nested_head(os.path.join(self.root, rel))
+            return
+        full = os.path.join(self.root, rel)
+        for attempt in range(READ_ATTEMPTS):
+            if attempt:
+                time.sleep(0.002 * attempt)
+            try:
+                st = os.lstat(full)
+            except OSError as e:
+                if e.errno in _GONE:
+                    return self._drop(rel)
+                return self._leave(rel, Left(rel, "unreadable", f"stat failed: {e.strerror}"))
+            if stat_mod.S_ISDIR(st.st_mode):
+                # turned into a directory (or was one the walk named): its entry goes, its files
+                # are candidates of their own
+                self._drop(rel)
+                for p in self.walk_candidates((rel,)):
+                    if p != rel:
+                        self.refresh(p)
+                return
+            verdict = self.policy_path(rel, st)
+            if verdict is not None:
+                return self._leave(rel, verdict)
+            try:
+                data = _read_link(full, st) if stat_mod.S_ISLNK(st.st_mode) else _read_once(full, st)
+            except OSError as e:
+                if e.errno in _GONE:
+                    continue  # vanished or replaced while opened: look again
+                if e.errno in (errno.EACCES, errno.EPERM):
+                    return self._leave(rel, Left(rel, "unreadable", f"read failed: {e.strerror}",
+                                                 st.st_size, st.st_mtime))
+                continue
+            if data is None:
+                continue  # changed while read
+            verdict = self.policy_content(rel, data)
+            if verdict is not None:
+                return self._leave(rel, verdict)
+            return self._store(rel, st, data)
+        # never held still: the previous version (if any) stays, and the save says so
+        self.unstable.append(rel)
+
+    def policy_path(self, rel: str, st) -> Left | None:
+        return self.policy.classify_path(self.root, rel, st)  # links: None (stored as links)
+
+    def policy_content(self, rel: str, data: bytes) -> Left | None:
+        return self.policy.classify_content(rel, data)
+
+    def _store(self, rel: str, st, data: bytes) -> None:
         try:
-            idx.read(False)
-            with StrArray([]) as arr:
-                check_error(C.git_index_add_all(idx._index, arr.ptr, 0, on_path, ffi.NULL), io=True)
-            break
-        except (pygit2.GitError, OSError) as e:
-            if attempt == 3 or not any(s in str(e) for s in _RETRYABLE):
-                raise
-            time.sleep(0.05 * (attempt + 1))
-    # A file that was stored before and now holds a credential (or grew past the cap) must
-    # leave the tree, not keep its old version silently.
-    for item in left:
-        if item.path in idx:
-            idx.remove(item.path)
-    tree = idx.write_tree()
-    if pack is not None:
-        pack.flush()  # objects on disk before the index that names them
-    idx.write()
-    return Snapshot(tree, sorted(left, key=lambda x: x.path), nested, seen[0], time.perf_counter() - t0)
+            oid = self.repo.create_blob(data)
+            _index_add(self.idx, rel, oid, st)
+            self.changed += 1
+        except (pygit2.GitError, ValueError, OverflowError) as e:  # e.g. a name git cannot store
+            self._leave(rel, Left(rel, "special", f"cannot be stored: {e}", st.st_size, st.st_mtime))
+
+    def _drop(self, rel: str) -> None:
+        if rel in self.idx:
+            self.idx.remove(rel)
+            self.changed += 1
+
+    def _leave(self, rel: str, verdict: Left) -> None:
+        # a file stored before that now holds a credential (or grew past the cap, or cannot be
+        # read) leaves the tree: its old version is not kept silently
+        self.left[rel] = verdict
+        self._drop(rel)
+
+    def finish(self, pack, t0: float, scan: str, partial: bool) -> Snapshot:
+        for rel in [p for p in self.left if p in self.idx]:
+            self.idx.remove(rel)
+        tree = self.idx.write_tree()
+        if pack is not None:
+            pack.flush()  # objects on disk before the index that names them
+        self.idx.write()
+        return Snapshot(tree, sorted(self.left.values(), key=lambda x: x.path), self.nested, self.changed,
+                        time.perf_counter() - t0, partial=partial, unstable=sorted(self.unstable), scan=scan)
+
+
+def _take(repo: pygit2.Repository, policy: Policy, progress, pack, paths=None) -> Snapshot:
+    t0 = time.perf_counter()
+    run = _Run(repo, policy, progress)
+    if paths is not None:
+        run.idx.read(False)
+        cands, scan = run.walk_candidates(paths), "paths"
+    else:
+        cands, scan = run.diff_candidates(), "diff"
+        if cands is None:
+            run.idx.read(True)  # start from the index on disk, not a half-refreshed one
+            cands, scan = run.walk_candidates(), "walk"
+    for rel in dict.fromkeys(cands):
+        run.refresh(rel)
+    return run.finish(pack, t0, scan, partial=paths is not None)
+
+
+# --------------------------------------------------------------------------- helpers
+def _read_once(full: str, st) -> bytes | None:
+    """The file's bytes, if it held still while read (same inode, size, mtime and ctime as
+    `st` before and after); None if it moved. Never follows a link, never blocks on a FIFO
+    swapped in since the lstat."""
+    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fst = os.fstat(fd)
+        if fst.st_ino != st.st_ino or not stat_mod.S_ISREG(fst.st_mode):
+            return None
+        chunks, size = [], 0
+        while True:
+            b = os.read(fd, max(1 << 16, min(st.st_size - size + 1, 1 << 26)))
+            if not b:
+                break
+            chunks.append(b)
+            size += len(b)
+    finally:
+        os.close(fd)
+    after = os.lstat(full)
+    if size != st.st_size or not _unmoved(st, after):
+        return None
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _read_link(full: str, st) -> bytes | None:
+    target = os.readlink(os.fsencode(full))
+    return target if _unmoved(st, os.lstat(full)) else None
+
+
+def _unmoved(a, b) -> bool:
+    return (a.st_ino == b.st_ino and a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns
+            and a.st_ctime_ns == b.st_ctime_ns and a.st_mode == b.st_mode)
+
+
+def _git_mode(st) -> int:
+    if stat_mod.S_ISLNK(st.st_mode):
+        return FileMode.LINK
+    return FileMode.BLOB_EXECUTABLE if st.st_mode & 0o100 else FileMode.BLOB
+
+
+def _same_stat(cached: tuple, st) -> bool:
+    """git's stat-cache comparison (what libgit2's diff does before it would hash)."""
+    mode, size, ms, mns, cs, cns, ino = cached
+    return (mode == _git_mode(st) and size == st.st_size & 0xFFFFFFFF
+            and ms == _secs(st.st_mtime_ns) and mns == st.st_mtime_ns % 1_000_000_000
+            and cs == _secs(st.st_ctime_ns) and cns == st.st_ctime_ns % 1_000_000_000
+            and ino == st.st_ino & 0xFFFFFFFF)
+
+
+def _secs(ns: int) -> int:
+    s = ns // 1_000_000_000
+    return max(-(1 << 31), min((1 << 31) - 1, s))
+
+
+def _index_add(idx: pygit2.Index, rel: str, oid: pygit2.Oid, st) -> None:
+    """Add an entry with the stat data of `st` (pygit2's IndexEntry carries none, and zeros
+    would make every later save read the file again)."""
+    e = ffi.new("git_index_entry *")
+    e.ctime.seconds, e.ctime.nanoseconds = _secs(st.st_ctime_ns), st.st_ctime_ns % 1_000_000_000
+    e.mtime.seconds, e.mtime.nanoseconds = _secs(st.st_mtime_ns), st.st_mtime_ns % 1_000_000_000
+    e.dev, e.ino = st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF
+    e.uid, e.gid = st.st_uid & 0xFFFFFFFF, st.st_gid & 0xFFFFFFFF
+    e.mode = _git_mode(st)
+    e.file_size = st.st_size & 0xFFFFFFFF
+    ffi.buffer(ffi.addressof(e, "id"))[:] = oid.raw
+    path = ffi.new("char[]", rel.encode("utf-8", "surrogateescape"))
+    e.path = path
+    check_error(C.git_index_add(idx._index, e))
+
+
+def _ignored(repo: pygit2.Repository, rel: str) -> bool:
+    try:
+        return repo.path_is_ignored(rel)
+    except UnicodeEncodeError:  # a name that is not UTF-8: pygit2 cannot pass it, ctypes can
+        import ctypes
+
+        from . import libgit2 as lg2
+
+        lg = lg2.lib()
+        if not lg:
+            return False
+        out = ctypes.c_int(0)
+        lg2.check(lg.git_ignore_path_is_ignored(ctypes.byref(out), lg2.repo_ptr(repo),
+                                                rel.encode("utf-8", "surrogateescape")))
+        return bool(out.value)
+
+
+def _dirs_of(paths) -> set[str]:
+    out: set[str] = set()
+    for p in paths:
+        i = p.rfind("/")
+        while i > 0:
+            d = p[:i]
+            if d in out:
+                break
+            out.add(d)
+            i = p.rfind("/", 0, i)
+    return out
 
 
 def _nested_head(path: str) -> str | None:

@@ -237,6 +237,13 @@ class DriftWatcher:
             st.errors += 1
             self._fail("drift capture of %s failed", st.root)
             return
+        if result.get("unstable"):
+            # files that never held still kept their last version: look again after the next
+            # quiet period (the capture recorded everything that did hold still)
+            with self.lock:
+                if st.dirty_since is None:
+                    st.dirty_since = time.monotonic()
+                    st.last_event = time.monotonic()
         if result.get("captured"):
             st.captures += 1
             msg = f"watch: drift {result.get('drift_id')} ({result.get('reads')} files{', partial' if partial else ''})"
