@@ -15,7 +15,7 @@ import pygit2
 
 from . import restore as restore_mod
 from . import snapshot as snapshot_mod
-from .errors import BadInput, NotFound, TaskClosed
+from .errors import BadInput, Conflict, NotFound, TaskClosed
 from .policy import Policy, exclude_file, validate_excludes
 from .secrets import redact_fields
 from .resume import handoff_text
@@ -481,6 +481,8 @@ class Engine:
             tl = self._timeline()
             head = tl.head()
             target = tl.find(str(index) if index is not None else drift_id)
+            if _undo_of and str(next((e.oid for e in tl.walk() if e.kind == "restore"), "")) != _undo_of:
+                raise Conflict("another restore was applied while this undo was being prepared; run undo again")
             if apply and head.kind == "close":
                 raise TaskClosed(f"task {tl.task_id} is closed: restore can only be previewed")
             snap = self._snapshot(head.record.get("task", {}))
