@@ -123,7 +123,8 @@ def run_core(args) -> dict:
         return run_demo(keep=args.keep)
     e = engine_for(args)
     if c == "init":
-        return e.init(args.name, args.goal, args.constraints, args.store, args.exclude)
+        store = os.path.abspath(args.store) if args.store else None  # a person's path: from the cwd
+        return e.init(args.name, args.goal, args.constraints, store, args.exclude)
     if c == "save":
         return e.save(args.title, task_id=args.task_id, description=args.description,
                       conclusion=args.conclusion, verified=args.verified,

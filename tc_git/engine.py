@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 import pygit2
 
 from . import restore as restore_mod
+from . import validate
 from . import snapshot as snapshot_mod
 from .errors import BadInput, Conflict, NotFound, TaskClosed
 from .policy import Policy, exclude_file, validate_excludes
@@ -28,14 +30,6 @@ MAX_LIST = 200  # longest path list in a result; the rest is counted
 
 def _now_iso(t: float | None = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t if t is not None else time.time()))
-
-
-def _strings(value, name: str) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        raise BadInput(f"{name} must be a list of strings")
-    return [str(v) for v in value]
 
 
 class Engine:
@@ -59,7 +53,7 @@ class Engine:
 
     def _task_id(self, task_id: str | None = None) -> str:
         if task_id is not None:
-            if not TASK_ID_RE.match(str(task_id)):
+            if not isinstance(task_id, str) or not TASK_ID_RE.fullmatch(task_id):
                 raise BadInput(f"invalid task id {task_id!r}: letters, digits, '.', '_' or '-' only")
             return task_id
         active = self.store.active_task() if self.store.exists else None
@@ -179,14 +173,16 @@ class Engine:
              exclude=None) -> dict:
         if not isinstance(name, str) or not name.strip():
             raise BadInput("name is required: a short name for the task")
-        exclude = validate_excludes(exclude)
+        name = validate.title(name, "name")
+        goal, constraints = validate.text(goal, "goal"), validate.text(constraints, "constraints")
+        exclude = validate_excludes(validate.strings(exclude, "exclude") if exclude is not None else None)
         if store:
-            self.store = Store(Path(os.path.expanduser(store)).resolve(), self.root)
+            self.store = Store(locate(self.root, store)[0], self.root)
             self._explicit_store = True
         self.store.create()
         if self._explicit_store:
-            atomic_write(self.root / POINTER_FILE,
-                         (f'{{"store": "{self.store.path.as_posix()}"}}\n').encode(), 0o644)
+            atomic_write(self.root / POINTER_FILE, (json.dumps({"store": self.store.path.as_posix()}) + "\n").encode(),
+                         0o644)
         with self.store.lock():
             prev = self.store.active_task()
             prev_suspended = None
@@ -240,8 +236,12 @@ class Engine:
             raise BadInput("title is required: one line saying what this step did")
         if paths:
             raise BadInput("paths is reserved and must be empty: a step always records the whole workspace")
-        verified = _strings(verified, "verified")
-        open_questions = _strings(open_questions, "open_questions")
+        title = validate.title(title)
+        description, conclusion, next = (validate.text(v, k) for k, v in (
+            ("description", description), ("conclusion", conclusion), ("next", next)))
+        close = validate.boolean(close, "close")
+        verified = validate.strings(verified, "verified")
+        open_questions = validate.strings(open_questions, "open_questions")
         self._require_store()
         with self.store.lock():
             active = self.store.active_task()
@@ -407,9 +407,12 @@ class Engine:
 
     def show(self, task_id: str | None = None, index: int | None = None, include_drift: bool = False,
              limit: int = 50, cursor: int | None = None) -> dict:
+        validate.boolean(include_drift, "include_drift")
+        validate.integer(index, "index", lo=1, none_ok=True)
+        validate.integer(cursor, "cursor", lo=0, none_ok=True)
         tl = self._timeline(task_id)
         head = tl.head()
-        if not isinstance(limit, int) or not 1 <= limit <= 200:
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 200:
             raise BadInput("limit must be an integer from 1 to 200")
         if index is not None:
             e = tl.find(str(index))
@@ -462,6 +465,7 @@ class Engine:
         """Preview (or apply) bringing the workspace back to a step or drift; `paths` limits the
         change to those files or directories (the restore point still records everything).
         `undo=True` (nothing else named) reverses the last applied restore instead: see `undo`."""
+        apply = validate.boolean(apply, "apply")
         if undo:
             if index is not None or drift_id is not None or paths:
                 raise BadInput("undo reverses the last applied restore: give neither index, drift_id nor paths")
@@ -603,10 +607,16 @@ class Engine:
     # (export / import / push / pull: thin delegations to tc_git/handoff.py go here)
     def export(self, to, since=None, task_id: str | None = None) -> dict:
         from . import handoff
+
+        validate.path_arg(to, "to")
+        validate.path_arg(since, "since", required=False)
         return handoff.export(self, to, since=since, task_id=task_id)
 
     def import_(self, package, rename: str | None = None, merge: bool = False, apply: bool | None = False) -> dict:
         from . import handoff
+
+        validate.path_arg(package, "package")
+        validate.boolean(merge, "merge"), validate.boolean(apply, "apply")
         return handoff.import_(self, package, rename=rename, merge=merge, apply=apply)
 
     def push(self, remote: str | None = None) -> dict:
@@ -637,6 +647,12 @@ class Engine:
 
         if (transcript is None) == (steps is None):
             raise BadInput("pass exactly one of transcript (a file path) or steps (a list of messages)")
+        validate.path_arg(transcript, "transcript", required=False)
+        if milestone is not None:
+            validate.title(milestone, "milestone")
+        for k, v in (("agent", agent), ("session", session), ("fmt", fmt)):
+            if v is not None:
+                validate.title(v, k)
         if transcript is not None:
             path = Path(os.path.expanduser(str(transcript)))
             if not path.is_absolute():
@@ -754,6 +770,8 @@ class Engine:
         """Name an event (a session, branch, milestone or event id) and link the code of now."""
         from . import trajectory as T
 
+        validate.title(name, "name"), validate.title(at, "at"), validate.text(message, "message")
+        validate.boolean(force, "force")
         self._require_store()
         with self.store.lock():
             ev = T.resolve(self.repo, at)
@@ -785,6 +803,8 @@ class Engine:
         through the normal previewed, undoable restore."""
         from . import trajectory as T
 
+        validate.title(point, "point")
+        validate.boolean(restore_code, "restore_code"), validate.boolean(apply, "apply")
         self._require_store()
         co = T.checkout(self.repo, point)
         msgs = co.messages
@@ -817,6 +837,7 @@ class Engine:
     def export_markdown(self, point: str, out: str | None = None) -> dict:
         from . import trajectory as T
 
+        validate.path_arg(out, "out", required=False)
         self._require_store()
         text = T.export_markdown(self.repo, point)
         if out:
@@ -831,6 +852,7 @@ class Engine:
     def branch(self, name: str, at: str, session: str | None = None) -> dict:
         from . import trajectory as T
 
+        validate.title(name, "name"), validate.title(at, "at")
         self._require_store()
         with self.store.lock():
             ref = T.branch(self.repo, name, at, session=session)
@@ -891,3 +913,11 @@ class _nolock:
 
     def __exit__(self, *exc):
         return False
+
+
+# Machine failures (full disk, permissions, read-only file system, nesting too deep) inside any
+# engine call become errors that say what to do (validate.SystemFault), never a traceback.
+Engine.__init__ = validate.guard(Engine.__init__)
+for _name, _fn in list(vars(Engine).items()):
+    if not _name.startswith("_") and callable(_fn) and not isinstance(_fn, property):
+        setattr(Engine, _name, validate.guard(_fn))

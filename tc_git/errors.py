@@ -28,7 +28,9 @@ class TaskClosed(TcError):
     code = "task_closed"
 
 
-class UnsafeRoot(TcError):
+class UnsafeRoot(BadInput):
+    """A workspace root or store location refused by the trust rules (a kind of bad input)."""
+
     code = "unsafe_root"
 
 

@@ -110,7 +110,7 @@ def _pointer_store(d: str) -> str | None:
     if not os.path.isfile(path):
         return None
     with open(path, encoding="utf-8") as f:
-        return os.path.realpath(os.path.expanduser(json.load(f)["store"]))
+        return os.path.realpath(os.path.join(d, os.path.expanduser(json.load(f)["store"])))  # relative: to the workspace
 
 
 def _is_store(path: str) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import Option
 
-from . import lockfile
+from . import lockfile, validate
 from .errors import BadInput, StoreBusy, UnsafeRoot
 from .fsutil import atomic_write  # noqa: F401  (re-exported: engine, handoff)
 
@@ -32,40 +32,104 @@ pygit2.option(Option.SET_OWNER_VALIDATION, 0)
 
 
 def check_root(root: str | os.PathLike) -> Path:
-    """Resolve and validate a workspace root; never creates it."""
-    if root is None or str(root).strip() == "":
-        raise BadInput("root is empty: pass the workspace directory (absolute path)")
-    p = Path(os.path.expanduser(str(root))).resolve()
-    if not p.exists():
-        raise UnsafeRoot(f"root does not exist: {p}. Create it first or pass an existing workspace directory")
-    if not p.is_dir():
-        raise UnsafeRoot(f"root is not a directory: {p}. Pass the workspace directory, not a file")
-    if p == Path(p.anchor):
-        raise UnsafeRoot("root is the filesystem root '/': refusing to checkpoint the whole disk; pass a project directory")
-    if p == Path.home().resolve():
-        raise UnsafeRoot(f"root is the home directory {p}: refusing; pass a project directory inside it")
-    if p.name == STORE_DIRNAME or (p / "HEAD").is_file() and (p / "objects").is_dir() and (p / "tc").is_dir():
-        raise UnsafeRoot(f"root {p} is a tc-git store, not a workspace")
-    return p
+    """Resolve and validate a workspace root; never creates it (rules in validate.root)."""
+    return validate.root(root)
+
+
+# A store is a directory tc-git created: it carries this marker, written before anything else,
+# so a half-created store is still recognisably ours and nothing else ever is.
+MARKER = "tc/store.json"
+FORMAT_ID = "tc-git-store"
+DESCRIPTION = "tc-git private checkpoint store\n"
+
+
+def is_ours(path: Path) -> bool:
+    """True if `path` is a tc-git store: our marker, or (stores made before the marker) our
+    `tc/` state directory together with our description file. Neither can be planted in a
+    user's `.git` by a clone, a bundle or a restore."""
+    try:
+        data = json.loads((path / MARKER).read_text())
+        if isinstance(data, dict) and data.get("format") == FORMAT_ID:
+            return True
+    except (OSError, ValueError):
+        pass
+    try:
+        return (path / "tc").is_dir() and (path / "description").read_text() == DESCRIPTION
+    except OSError:
+        return False
+
+
+def _refuse(path: Path, why: str, source: str, fix: str) -> UnsafeRoot:
+    return UnsafeRoot(f"refusing the store at {path} ({source}): {why}. A store is only a directory tc-git "
+                      f"created; {fix}")
+
+
+def check_location(path: Path, workspace: Path, source: str = "default") -> Path:
+    """Apply the location rules; return the resolved store path or raise UnsafeRoot.
+
+    * never a symbolic link (a planted `.checkpoints -> .git` would hand us the user's repo);
+    * never a git directory that is not ours, nor anything inside one (`.git` in any case, a
+      bare repository, another store's internals);
+    * an existing non-empty directory must carry our marker.
+    """
+    fix = {"default": "remove it (`rm .checkpoints`, it is not tc-git's) and run tc init again",
+           "pointer": f"delete {workspace / POINTER_FILE} (or point it at a store tc-git made)",
+           }.get(source, "pass a new or empty directory, or an existing tc-git store")
+    if os.path.islink(path):
+        raise _refuse(path, f"it is a symbolic link to {os.readlink(path)}", source, fix)
+    real = path.resolve()
+    for a in real.parents:
+        if a.name.casefold() == ".git" or (a / "HEAD").is_file() and (a / "objects").is_dir():
+            raise _refuse(real, f"it is inside the git directory {a}", source, fix)
+    if real.name.casefold() == ".git":
+        raise _refuse(real, "it is a git directory (.git)", source, fix)
+    if real.exists():
+        if not real.is_dir():
+            raise _refuse(real, "it exists and is not a directory", source, fix)
+        if not is_ours(real):
+            gitlike = (real / "HEAD").exists() or (real / "objects").exists()
+            with contextlib.suppress(OSError):
+                if gitlike or any(real.iterdir()):
+                    why = "it is a git repository that tc-git did not create" if gitlike else \
+                        "it is a non-empty directory without tc-git's marker"
+                    raise _refuse(real, why, source, fix)
+    if real == workspace.resolve():
+        raise BadInput("store must not be the workspace itself; pass a separate directory")
+    return real
 
 
 def locate(root: Path, store: str | None = None) -> tuple[Path, bool]:
     """Where the store of `root` lives: explicit > $TC_STORE > pointer file > default.
 
-    Returns (path, explicit) where explicit means a pointer file should record it.
+    Returns (path, explicit) where explicit means a pointer file should record it. The path
+    has passed `check_location`.
     """
     if store:
-        return Path(os.path.expanduser(store)).resolve(), True
+        return check_location(_user_path(store, root, "store"), root, "explicit"), True
     env = os.environ.get("TC_STORE")
     if env:
-        return Path(os.path.expanduser(env)).resolve(), True
+        # an environment variable is the caller's, relative to the caller's directory (as the hooks read it)
+        return check_location(Path(os.path.abspath(_user_path(env, Path.cwd(), "TC_STORE"))), root, "TC_STORE"), True
     pointer = root / POINTER_FILE
+    if os.path.islink(pointer):
+        raise UnsafeRoot(f"pointer file {pointer} is a symbolic link: refusing it; delete it (a pointer is a "
+                         "small JSON file tc-git writes)")
     if pointer.is_file():
         try:
-            return Path(json.loads(pointer.read_text())["store"]).resolve(), False
+            value = json.loads(pointer.read_text())["store"]
+            if not isinstance(value, str) or not value or "\x00" in value:
+                raise ValueError("store must be a non-empty path string")
         except (ValueError, KeyError, TypeError, OSError) as e:
             raise BadInput(f"pointer file {pointer} is unreadable ({e}); fix or delete it") from e
-    return root / STORE_DIRNAME, False
+        # relative to the workspace, never to the process's current directory
+        return check_location(root / os.path.expanduser(value), root, "pointer"), False
+    return check_location(root / STORE_DIRNAME, root, "default"), False
+
+
+def _user_path(value, root: Path, name: str) -> Path:
+    if not isinstance(value, (str, os.PathLike)) or "\x00" in os.fspath(value):
+        raise BadInput(f"{name} must be a plain directory path")
+    return root / os.path.expanduser(os.fspath(value))
 
 
 class Store:
@@ -84,18 +148,22 @@ class Store:
         return (self.path / "HEAD").is_file() and (self.path / "objects").is_dir()
 
     def create(self) -> None:
-        """Create and harden the store (idempotent; repairs a half-created one)."""
-        if self.path.exists() and not self.path.is_dir():
-            raise UnsafeRoot(f"store path {self.path} exists and is not a directory")
-        if self.path.resolve() == self.workspace.resolve():
-            raise BadInput("store must not be the workspace itself; pass a separate directory")
+        """Create and harden the store (idempotent; repairs a half-created one of ours).
+
+        Only in a new or empty directory, or one that already carries our marker: an existing
+        git directory that is not ours is never opened, hardened or written.
+        """
+        self.path = check_location(self.path, self.workspace, "explicit")
         old_umask = os.umask(0o077)
         try:
             self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.chmod(self.path, 0o700)
+            (self.path / "tc").mkdir(mode=0o700, exist_ok=True)
+            if not (self.path / MARKER).is_file():  # first, so a half-made store is still ours
+                atomic_write(self.path / MARKER, json.dumps({"format": FORMAT_ID, "version": 1}).encode())
             if not self.exists:
                 pygit2.init_repository(str(self.path), bare=True)
-            repo = pygit2.Repository(str(self.path))
+            repo = pygit2.Repository(str(self.path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
             cfg = repo.config
             for key, value in (
                 ("core.autocrlf", "false"), ("core.filemode", "true"), ("core.symlinks", "true"),
@@ -114,8 +182,7 @@ class Store:
             info.mkdir(exist_ok=True)
             (info / "attributes").write_text(ATTRIBUTES)
             (self.path / ".gitignore").write_text("*\n")  # hides the store from the user's git status
-            (self.path / "tc").mkdir(mode=0o700, exist_ok=True)
-            (self.path / "description").write_text("tc-git private checkpoint store\n")
+            (self.path / "description").write_text(DESCRIPTION)
         finally:
             os.umask(old_umask)
 
@@ -123,6 +190,8 @@ class Store:
     @property
     def repo(self) -> pygit2.Repository:
         if self._repo is None:
+            if not is_ours(self.path):  # defence in depth: whoever built this Store, never a foreign repo
+                raise UnsafeRoot(f"{self.path} is not a tc-git store (no marker {MARKER}); refusing to open it")
             repo = pygit2.Repository(str(self.path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
             repo.workdir = str(self.workspace)
             self._repo = repo

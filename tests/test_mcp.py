@@ -374,7 +374,7 @@ async def test_progress_notifications(server, ws):
 async def test_handoff_stays_small_on_many_changes(server, ws):
     async with client(server) as c:
         ok(await call(c, "tc_init", root=str(ws), name="n" * 500, goal="g" * 5000, constraints="c" * 5000))
-        ok(await call(c, "tc_save", root=str(ws), title="t" * 1000, conclusion="x" * 9000, next="y" * 9000,
+        ok(await call(c, "tc_save", root=str(ws), title="t" * 500, conclusion="x" * 9000, next="y" * 9000,
                       open_questions=["q" * 500] * 20))
         for i in range(800):
             write(ws, f"p/{i:04d}-{'z' * 60}.txt", "x")
