@@ -616,7 +616,9 @@ class Engine:
         from . import handoff
 
         validate.path_arg(package, "package")
-        validate.boolean(merge, "merge"), validate.boolean(apply, "apply")
+        validate.boolean(merge, "merge")
+        if apply is not None:  # None: the seed's default (write when nothing is overwritten)
+            validate.boolean(apply, "apply")
         return handoff.import_(self, package, rename=rename, merge=merge, apply=apply)
 
     def push(self, remote: str | None = None) -> dict:
