@@ -36,6 +36,7 @@ def run(root, argv: list[str], say=None) -> dict:
     from .engine import Engine
     from .errors import BadInput, NotFound
 
+    inherited = _open_fds()  # what our caller gave us passes on to the command; nothing we open does
     say = say or (lambda line: print(f"tc-git run: {line}", file=sys.stderr, flush=True))
     if not argv:
         raise BadInput("nothing to run: give the command after --, e.g. `run -- claude`")
@@ -50,13 +51,13 @@ def run(root, argv: list[str], say=None) -> dict:
 
     forwarded: list[str] = []
     if hasattr(signal, "sigtimedwait"):
-        code = _run_blocked(engine, exe, argv, forwarded)
+        code = _run_blocked(engine, exe, argv, forwarded, inherited)
     else:  # macOS, Windows: no sigtimedwait; handlers forward what the terminal did not send
         code = _run_with_handlers(engine, exe, argv, forwarded)
     exit_code = code if code >= 0 else 128 - code
     how = f"exit {code}" if code >= 0 else f"killed by {signal.Signals(-code).name}"
     last = engine.capture(title=f"run: {_label(argv)} ({how})")
-    drifts = _run_drifts(engine, start_commit)
+    drifts = _run_drifts(engine, start_commit, started)
     out = {"command": argv, "exit_code": exit_code, "task_id": task, "task_created": created,
            "drifts": drifts, "last_drift": last.get("drift_id"), "signals_forwarded": forwarded,
            "transcripts": [], "milestone": None, "seconds": round(time.time() - started, 3)}
@@ -103,8 +104,7 @@ def _start_watcher(engine):
     return w
 
 
-def _run_blocked(engine, exe: str, argv: list[str], forwarded: list[str]) -> int:
-    inherited = _open_fds()
+def _run_blocked(engine, exe: str, argv: list[str], forwarded: list[str], inherited: set[int]) -> int:
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, (*FORWARDED, signal.SIGCHLD))
     watcher = None
     try:
@@ -197,11 +197,11 @@ def _drain() -> None:
         pass
 
 
-def _run_drifts(engine, start_commit: str) -> list[str]:
+def _run_drifts(engine, start_commit: str, started: float) -> list[str]:
     """Drift ids recorded since `start_commit`, oldest first."""
     out = []
     for e in engine._timeline().walk():
-        if str(e.oid) == start_commit:
+        if str(e.oid) == start_commit or e.time < started - 2:  # (a compress may have rewritten it)
             break
         if e.kind == "drift" and e.drift:
             out.append(e.drift)

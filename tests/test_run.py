@@ -116,6 +116,8 @@ def test_run_forwards_sigint_and_still_records_the_last_drift(tmp_path):
 
 def test_terminal_ctrl_c_reaches_the_child_once(tmp_path):
     """Ctrl-C in a terminal signals the whole foreground group: the wrapper must not send it again."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("si_code tells the terminal's signals apart on Linux; elsewhere the fallback decides by foreground group")
     import pty
 
     ws = tmp_path / "ws"
@@ -228,3 +230,18 @@ def test_run_records_only_the_codex_rollout_of_this_workspace(tmp_path):
     store = ws / ".checkpoints"
     co = tc_json("checkout", summary["milestone"], cwd=ws, env=env)
     assert git(store, "show", f"{co['code_commit']}:main.rs") == b"fn main() {}\n"
+
+
+def test_run_after_a_closed_task_starts_a_new_one(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    closed = tc_json("init", "done already", cwd=ws, env=_env())["task_id"]
+    tc_json("save", "final", "--close", cwd=ws, env=_env())
+    r = subprocess.run([*TC, "--json", "run", "--", sys.executable, "-c", "open('x.txt', 'w').write('x')"],
+                       cwd=ws, env=_env(), capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["task_created"] and summary["task_id"] != closed and len(summary["drifts"]) == 1
+    head = f"refs/checkpoints/tasks/{summary['task_id']}/head"
+    assert git(ws / ".checkpoints", "show", f"{head}:x.txt") == b"x"
+    assert b"close" in git(ws / ".checkpoints", "log", "-1", "--format=%s", f"refs/checkpoints/tasks/{closed}/head")
