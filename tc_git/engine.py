@@ -494,7 +494,8 @@ class Engine:
             target_tree = self.repo[target.oid].tree
             if sel:
                 self._check_selection(sel, self.repo[snap.tree], target_tree, target.id, left)
-            plan = restore_mod.make_plan(self.repo, self.repo[snap.tree], target_tree, left, sel)
+            plan = restore_mod.screen(restore_mod.make_plan(self.repo, self.repo[snap.tree], target_tree, left, sel),
+                                      self.repo.workdir)
             out = {"applied": False, "recovered": None, "target": target.id, "target_commit": str(target.oid),
                    "plan": plan.as_dict(limit), "skipped_paths": self._skipped(snap), "paths": sel,
                    "not_in_target": self._left_out(tl.record(target.oid), limit),
@@ -540,8 +541,9 @@ class Engine:
                                title=title, paths=sel, undo_of=_undo_of, check=check)
             oid = tl.append("restore", after.tree, rec)
             os.unlink(self.store.state_dir / "restore-journal.json")
-        out.update({"applied": True, "recovered": undo_id, "undo": {"drift_id": undo_id},
-                    "commit": str(oid), "failed": failed[:limit],
+        # a restore with failures is not applied: the restore point (undo) brings back what was there
+        out.update({"applied": not failed, "recovered": undo_id, "undo": {"drift_id": undo_id},
+                    "commit": str(oid), "failed": failed[:limit], "plan": plan.as_dict(limit),
                     "unstable": sorted(set(snap.unstable) | set(after.unstable))[:limit]})
         if check is not None:
             out["check"] = check

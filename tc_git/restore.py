@@ -10,12 +10,13 @@ libgit2's REMOVE_UNTRACKED deletes nested repositories, `.git` included.
 from __future__ import annotations
 
 import os
-import secrets as _rand
 import stat as stat_mod
 from dataclasses import dataclass, field
 
 import pygit2
 from pygit2.enums import DeltaStatus, DiffOption, FileMode
+
+from . import pathsafe, wsfs
 
 GITLINK = FileMode.COMMIT
 
@@ -117,7 +118,7 @@ def make_plan(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, le
                 # on disk as a captured directory (file <-> directory swap): the plan deletes
                 # its files first, then writes this one
                 plan.to_replace.append((new.path, new.id, new.mode))
-            elif new.path in left or os.path.lexists(os.path.join(root, new.path)):
+            elif new.path in left or _present(root, new.path):
                 plan.unrestorable.append({"path": new.path, "reason": "present in the workspace but not captured "
                                           "(ignored, sensitive or too large): left as it is"})
             else:
@@ -127,93 +128,115 @@ def make_plan(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, le
     return plan
 
 
-def apply_plan(repo: pygit2.Repository, plan: Plan) -> list[dict]:
-    """Carry out a plan; returns the entries that could not be applied (and why)."""
-    root = repo.workdir
-    failed: list[dict] = []
-    parents: set[str] = set()
-    for rel in plan.to_delete:
-        full = os.path.join(root, rel)
-        try:
-            if os.path.isdir(full) and not os.path.islink(full):
-                failed.append({"path": rel, "reason": "is now a directory: left as it is"})
-                continue
-            os.unlink(full)
-            parents.add(os.path.dirname(rel))
-        except FileNotFoundError:
-            pass
-        except OSError as e:
-            failed.append({"path": rel, "reason": f"delete failed: {e.strerror}"})
-    _prune_empty_dirs(root, parents)
-    for rel, oid, mode in plan.to_write + plan.to_replace:
-        try:
-            _write_entry(repo, root, rel, oid, mode)
-        except OSError as e:
-            failed.append({"path": rel, "reason": f"write failed: {e.strerror or e}"})
-    return failed
-
-
-def _prune_empty_dirs(root: str, dirs: set[str]) -> None:
-    """Remove directories the deletions emptied (rmdir only succeeds on empty ones)."""
-    for d in sorted(dirs, key=lambda p: -p.count("/")):
-        while d:
-            try:
-                os.rmdir(os.path.join(root, d))
-            except OSError:
-                break
-            d = os.path.dirname(d)
-
-
-def _write_entry(repo, root: str, rel: str, oid, mode: int) -> None:
-    full = os.path.join(root, rel)
-    parent = os.path.dirname(full)
-    _ensure_dir(root, os.path.dirname(rel))
-    if os.path.isdir(full) and not os.path.islink(full):
-        os.rmdir(full)  # raises when not empty: its content was not captured, keep it
-    data = repo[oid].data
-    # A unique sibling name: a user file called `<name>.tmp` is never clobbered.
-    tmp = os.path.join(parent, f".{os.path.basename(full)[:80]}.tc-{_rand.token_hex(6)}")
-    if mode == FileMode.LINK:
-        os.symlink(os.fsdecode(data), tmp)
-    else:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755 if mode == FileMode.BLOB_EXECUTABLE else 0o644)
-        try:
-            os.write(fd, data) if len(data) < (1 << 30) else _write_all(fd, data)
-            os.fchmod(fd, _file_mode(mode))
-        finally:
-            os.close(fd)
-    try:
-        os.replace(tmp, full)
-    except OSError:
-        os.unlink(tmp)
-        raise
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view[: 1 << 24])
-        view = view[n:]
-
-
-def _file_mode(mode: int) -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return (0o777 if mode == FileMode.BLOB_EXECUTABLE else 0o666) & ~umask
-
-
-def _ensure_dir(root: str, rel_dir: str) -> None:
-    """Create the parent directories of a path; a file in the way is replaced only if captured
-    (the plan deleted it already), otherwise the OSError surfaces as unrestorable."""
-    if not rel_dir:
-        return
+def _present(root: str, rel: str) -> bool:
+    """Is `rel` in the workspace itself, lstat all the way: under a link that replaced a
+    directory the name is somewhere else, not here."""
     path = root
-    for part in rel_dir.split("/"):
+    parts = rel.split("/")
+    for i, part in enumerate(parts):
         path = os.path.join(path, part)
         try:
             st = os.lstat(path)
-        except FileNotFoundError:
-            os.mkdir(path)
-            continue
-        if not stat_mod.S_ISDIR(st.st_mode):
-            raise NotADirectoryError(f"{path} is not a directory")
+        except OSError:
+            return False
+        if i < len(parts) - 1 and not stat_mod.S_ISDIR(st.st_mode):
+            return False
+    return True
+
+
+def screen(plan: Plan, root: str | None = None, rules: str | None = None) -> Plan:
+    """Move what must not be written here out of the plan, into `unrestorable` (defence in
+    depth: import and pull refuse such trees already). Names git would refuse (`..`, `.git` and
+    its NTFS/HFS+ aliases, the store), names this platform cannot hold (TC_PATH_RULES=windows:
+    `CON`, `aux.txt`, trailing dots; windows/macos: two names that fold to one) are reported,
+    never written half-way. With `root`, paths under a nested repository of the live workspace
+    (a `.git` at or above them, below the root) too; `apply_plan` checks that again through
+    descriptors at the moment of each write. Idempotent."""
+    rules = rules or pathsafe.rules()
+    bad: dict[str, str] = {}
+    nested: dict[str, bool] = {"": False}
+
+    def in_nested(rel: str) -> str | None:
+        parts = rel.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            d = "/".join(parts[:i])
+            if d not in nested:
+                nested[d] = os.path.lexists(os.path.join(root, d, ".git"))
+            if nested[d]:
+                return d
+        return None
+
+    for rel, _o, mode in plan.to_write + plan.to_replace:
+        why = pathsafe.check_path(rel, mode)
+        if why:
+            bad[rel] = f"refused name: {why}"
+        elif rules != "posix":
+            why = pathsafe.platform_problem(rel, rules)
+            if why:
+                bad[rel] = f"cannot be created under {rules} rules: {why}"
+    for rel in plan.to_delete:
+        why = pathsafe.check_path(rel)
+        if why:
+            bad[rel] = f"refused name: {why}"
+    if root:
+        for rel in [x[0] for x in plan.to_write + plan.to_replace] + list(plan.to_delete):
+            d = rel not in bad and in_nested(rel)
+            if d:
+                bad[rel] = f"{d}/ is a nested git repository: left as it is"
+    if rules != "posix":  # two names the file system takes for one: neither is written
+        groups: dict[str, list[str]] = {}
+        for rel, _o, _m in plan.to_write + plan.to_replace:
+            parts = rel.split("/")
+            key = "/".join(pathsafe.fold_key(p, rules) for p in parts)
+            groups.setdefault(key, []).append(rel)
+        for rels in groups.values():
+            if len(rels) > 1:
+                for rel in rels:
+                    bad.setdefault(rel, f"names {', '.join(sorted(rels))} are one file under {rules} rules "
+                                        f"(case-insensitive): none of them written")
+    if bad:
+        plan.to_write = [x for x in plan.to_write if x[0] not in bad]
+        plan.to_replace = [x for x in plan.to_replace if x[0] not in bad]
+        plan.to_delete = [x for x in plan.to_delete if x not in bad]
+        have = {u["path"] for u in plan.unrestorable}
+        plan.unrestorable.extend({"path": p, "reason": r} for p, r in sorted(bad.items()) if p not in have)
+    return plan
+
+
+def apply_plan(repo: pygit2.Repository, plan: Plan) -> list[dict]:
+    """Carry out a plan; returns the entries that could not be applied (and why).
+
+    Every write and delete goes through `wsfs.Workspace` (directory descriptors, no link ever
+    followed, verified writes). Paths found at this moment under a nested repository (a `.git`
+    at or above them, below the root) or in the store move to `plan.unrestorable`: kept,
+    reported, not a failure."""
+    screen(plan, repo.workdir)
+    failed: list[dict] = []
+    kept: list[dict] = []
+    parents: set[str] = set()
+    with wsfs.Workspace(repo.workdir, protect=[repo.path]) as ws:
+        for rel in plan.to_delete:
+            try:
+                if ws.delete(rel):
+                    parents.add(os.path.dirname(rel))
+            except wsfs.Unrestorable as e:
+                kept.append({"path": rel, "reason": str(e)})
+            except OSError as e:
+                failed.append({"path": rel, "reason": f"delete failed: {e.strerror or e}"})
+        ws.prune(parents)
+        for rel, oid, mode in plan.to_write + plan.to_replace:
+            try:
+                ws.write(rel, repo[oid].data, int(mode), expect_id=str(oid))
+            except wsfs.Unrestorable as e:
+                kept.append({"path": rel, "reason": str(e)})
+            except OSError as e:
+                failed.append({"path": rel, "reason": f"write failed: {e.strerror or e}"})
+            except (KeyError, pygit2.GitError) as e:
+                failed.append({"path": rel, "reason": f"write failed: blob {str(oid)[:12]} unreadable ({e})"})
+    if kept:
+        gone = {k["path"] for k in kept}
+        plan.to_write = [x for x in plan.to_write if x[0] not in gone]
+        plan.to_replace = [x for x in plan.to_replace if x[0] not in gone]
+        plan.to_delete = [x for x in plan.to_delete if x not in gone]
+        plan.unrestorable.extend(kept)
+    return failed

@@ -1,0 +1,328 @@
+"""Writes and deletes inside a workspace that may change under our feet. Standard library only.
+
+A path string is resolved again by the kernel on every use, so a directory swapped for a symlink
+between two calls redirects a delete or a write outside the workspace. Here every parent is
+opened component by component from the workspace root's descriptor with
+`O_DIRECTORY | O_NOFOLLOW`, and every write, rename, unlink and rmdir is relative to the
+descriptor of its parent: a link in the way is an error, never followed. Decisions use lstat
+semantics (`follow_symlinks=False` on the parent's descriptor).
+
+A write goes to a fresh temporary sibling, is checked (all bytes written, fsync'd, size and blob
+id as planned) and only then renamed over the target; on any failure the temporary is removed
+and the target keeps its old content.
+
+A directory holding `.git` (at any level below the root) is a nested repository: nothing under
+it is written or deleted (`Unrestorable`). Neither is anything in a protected directory (the
+store), nor a name `pathsafe` refuses.
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import secrets
+import stat as stat_mod
+
+from . import pathsafe
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_MAX_CACHED = 512
+FSYNC_ENV = "TC_RESTORE_FSYNC"
+
+
+class Unrestorable(Exception):
+    """The path must be left as it is (nested repository, store, refused name): kept, reported."""
+
+
+class Refused(OSError):
+    """The file system is not as planned (a link or file where a directory should be...)."""
+
+
+def blob_id(data) -> str:
+    h = hashlib.sha1(b"blob %d\0" % len(data))
+    h.update(data)
+    return h.hexdigest()
+
+
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+def _split(rel: str) -> tuple[str, str]:
+    parent, _, name = rel.rpartition("/")
+    return parent, name
+
+
+class Workspace:
+    """One workspace root, opened once; use as a context manager."""
+
+    def __init__(self, root, protect=(), rules: str | None = None, fsync: bool | None = None):
+        self.root = os.fspath(root)
+        self.root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        self._fds: dict[str, int] = {"": self.root_fd}
+        self._nested: dict[str, bool] = {"": False}  # the root's own .git is the user's repository
+        self._protect = set()
+        for p in protect:
+            try:
+                st = os.stat(p)
+                self._protect.add((st.st_dev, st.st_ino))
+            except OSError:
+                pass
+        self.rules = rules or pathsafe.rules()
+        self._names: dict[str, dict[str, str]] = {}  # dir -> fold key -> name (case-insensitive rules)
+        self.umask = _umask()
+        if fsync is None:
+            fsync = os.environ.get(FSYNC_ENV, "on").strip().lower() not in ("0", "off", "false", "no")
+        self.fsync = fsync
+
+    # ------------------------------------------------------------------ descriptors
+    def close(self) -> None:
+        for fd in self._fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _forget(self, rel_dir: str) -> None:
+        """Drop cached descriptors of `rel_dir` and everything below it."""
+        for k in [k for k in self._fds if k and (k == rel_dir or k.startswith(rel_dir + "/"))]:
+            try:
+                os.close(self._fds.pop(k))
+            except OSError:
+                pass
+            self._nested.pop(k, None)
+            self._names.pop(k, None)
+
+    def _trim(self) -> None:
+        if len(self._fds) > _MAX_CACHED:
+            for k in [k for k in self._fds if k]:
+                os.close(self._fds.pop(k))
+                self._nested.pop(k, None)
+
+    @staticmethod
+    def _has_git(fd: int) -> bool:
+        try:
+            os.stat(".git", dir_fd=fd, follow_symlinks=False)
+            return True
+        except FileNotFoundError:
+            return False
+        except NotADirectoryError:
+            return False
+
+    def open_dir(self, rel_dir: str, create: bool = False) -> int:
+        """The descriptor of a directory of the workspace, reached without following any link.
+
+        Raises FileNotFoundError (absent and not `create`), Refused (a link or a file in the
+        way), Unrestorable (a nested repository or the store on the way)."""
+        if rel_dir in self._fds:
+            return self._fds[rel_dir]
+        self._trim()
+        parts = rel_dir.split("/")
+        # start from the deepest cached ancestor
+        i = len(parts)
+        while i > 0 and "/".join(parts[:i]) not in self._fds:
+            i -= 1
+        cur = "/".join(parts[:i])
+        fd = self._fds[cur]
+        for part in parts[i:]:
+            nxt = f"{cur}/{part}" if cur else part
+            if self._nested[cur]:
+                raise Unrestorable(f"{cur}/ is a nested git repository: left as it is")
+            try:
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                try:
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                except FileExistsError:
+                    pass  # made by someone else meanwhile: the O_NOFOLLOW open below judges it
+                child = self._open_child(part, fd, nxt)
+            except OSError as e:
+                raise self._refused(e, nxt) from None
+            st = os.fstat(child)
+            if (st.st_dev, st.st_ino) in self._protect:
+                os.close(child)
+                raise Unrestorable(f"{nxt}/ is the tc-git store: never written by a restore")
+            self._fds[nxt] = child
+            self._nested[nxt] = self._has_git(child)
+            cur, fd = nxt, child
+        return fd
+
+    def _open_child(self, part: str, fd: int, nxt: str) -> int:
+        try:
+            return os.open(part, _DIR_FLAGS, dir_fd=fd)
+        except OSError as e:
+            raise self._refused(e, nxt) from None
+
+    @staticmethod
+    def _refused(e: OSError, rel: str) -> OSError:
+        if e.errno == errno.ELOOP:
+            return Refused(errno.ELOOP, f"{rel} is a symlink now, not a directory: not followed")
+        if e.errno == errno.ENOTDIR:
+            return Refused(errno.ENOTDIR, f"{rel} is a file now, not a directory")
+        return e
+
+    def nested(self, rel_dir: str) -> bool:
+        return self._nested.get(rel_dir, False)
+
+    # ------------------------------------------------------------------ case-insensitive rules
+    def _listing(self, rel_dir: str, fd: int) -> dict[str, str]:
+        names = self._names.get(rel_dir)
+        if names is None:
+            names = {}
+            for n in os.listdir(fd):
+                names.setdefault(pathsafe.fold_key(n, self.rules), n)
+            self._names[rel_dir] = names
+        return names
+
+    def _collides(self, rel_dir: str, fd: int, name: str) -> str | None:
+        if self.rules == "posix":
+            return None
+        other = self._listing(rel_dir, fd).get(pathsafe.fold_key(name, self.rules))
+        return other if other is not None and other != name else None
+
+    def _note(self, rel_dir: str, name: str, present: bool) -> None:
+        names = self._names.get(rel_dir)
+        if names is None:
+            return
+        key = pathsafe.fold_key(name, self.rules)
+        if present:
+            names[key] = name
+        elif names.get(key) == name:
+            del names[key]
+
+    # ------------------------------------------------------------------ operations
+    def check(self, rel: str, mode: int | None = None) -> None:
+        why = pathsafe.check_path(rel, mode)
+        if why:
+            raise Unrestorable(f"refused name: {why}")
+
+    def lstat(self, rel: str):
+        """lstat of a workspace path through descriptors; None when absent or unreachable."""
+        parent, name = _split(rel)
+        try:
+            fd = self.open_dir(parent)
+            return os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except (OSError, Unrestorable):
+            return None
+
+    def delete(self, rel: str) -> bool:
+        """Unlink one file or link. False when it was already gone."""
+        self.check(rel)
+        parent, name = _split(rel)
+        try:
+            fd = self.open_dir(parent)
+        except FileNotFoundError:
+            return False
+        if self._nested[parent]:
+            raise Unrestorable(f"{parent}/ is a nested git repository: left as it is")
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if stat_mod.S_ISDIR(st.st_mode):
+            raise Refused(errno.EISDIR, "is now a directory: left as it is")
+        os.unlink(name, dir_fd=fd)
+        self._note(parent, name, False)
+        return True
+
+    def prune(self, rel_dirs) -> None:
+        """Remove directories the deletions emptied, deepest first; stops at the first that is
+        not empty (or not a directory any more)."""
+        for d in sorted(set(rel_dirs), key=lambda p: -p.count("/")):
+            while d:
+                parent, name = _split(d)
+                try:
+                    fd = self.open_dir(parent)
+                    if self._nested[parent]:
+                        break
+                    self._forget(d)
+                    os.rmdir(name, dir_fd=fd)
+                    self._note(parent, name, False)
+                except (OSError, Unrestorable):
+                    break
+                d = parent
+
+    def write(self, rel: str, data: bytes, mode: int, expect_id: str | None = None) -> None:
+        """Put `data` at `rel` (a regular file, executable or not, or a symlink to `data`),
+        atomically, verified before the rename."""
+        self.check(rel, mode)
+        if expect_id is not None and blob_id(data) != str(expect_id):
+            raise Refused(errno.EIO, f"the store's blob {str(expect_id)[:12]} does not hash to its id: not written")
+        parent, name = _split(rel)
+        fd = self.open_dir(parent, create=True)
+        if self._nested[parent]:
+            raise Unrestorable(f"{parent}/ is a nested git repository: left as it is")
+        other = self._collides(parent, fd, name)
+        if other:
+            raise Unrestorable(f"collides with {other!r} on a case-insensitive file system ({self.rules} rules)")
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if st is not None and stat_mod.S_ISDIR(st.st_mode):
+            # a directory where the file goes: replaced only when empty (its content was not captured)
+            sub = f"{parent}/{name}" if parent else name
+            self.open_dir(sub)
+            if self._nested[sub]:
+                raise Unrestorable(f"{sub}/ is a nested git repository: left as it is")
+            self._forget(sub)
+            try:
+                os.rmdir(name, dir_fd=fd)
+            except OSError as e:
+                if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise Refused(e.errno, "a directory with uncaptured content is there: left as it is") from None
+                raise
+        # a unique sibling: a user file called `<name>.tmp` is never clobbered
+        tmp = f".{name[:80]}.tc-{secrets.token_hex(6)}"
+        made = False
+        try:
+            if mode == pathsafe.MODE_LINK:
+                os.symlink(data, tmp, dir_fd=fd)
+                made = True
+                if os.fsencode(os.readlink(tmp, dir_fd=fd)) != bytes(data):
+                    raise Refused(errno.EIO, "the symlink reads back differently: not written")
+            else:
+                wfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                              | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=fd)
+                made = True
+                try:
+                    _write_all(wfd, data)
+                    os.fchmod(wfd, (0o777 if mode == pathsafe.MODE_EXEC else 0o666) & ~self.umask)
+                    if self.fsync:
+                        os.fsync(wfd)
+                    size = os.fstat(wfd).st_size
+                finally:
+                    os.close(wfd)
+                if size != len(data):
+                    raise Refused(errno.EIO, f"short write: {size} of {len(data)} bytes: not written")
+            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            made = False
+            self._note(parent, name, True)
+        finally:
+            if made:
+                try:
+                    os.unlink(tmp, dir_fd=fd)
+                except OSError:
+                    pass
+
+
+def _write_all(fd: int, data) -> None:
+    """os.write may write less than asked (a full disk, a signal): loop until all is written;
+    0 bytes written without an error is a full disk too."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view[: 1 << 24])
+        if n <= 0:
+            raise OSError(errno.ENOSPC, "no progress writing: disk full?")
+        view = view[n:]
