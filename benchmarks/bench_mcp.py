@@ -48,7 +48,93 @@ def ensure_seed() -> list[str]:
 
 
 def servers() -> dict[str, list[str]]:
-    return {"tc-mcp": [sys.executable, "-m", "tc_git"], "seed 0.1.7": ensure_seed()}
+    return {"tc-mcp": [sys.executable, "-m", "tc_git"], "seed 0.1.7": seed_server_cmd()}
+
+
+# ----------------------------------------------------------------------------- cold start, tools/list (issue 11)
+def seed_server_cmd() -> list[str]:
+    """The seed's stdio server from the private --target directory of benchmarks/common.py (a normal
+    pip install would replace tc-git's own `tc-mcp` script)."""
+    sys.path.insert(0, str(HERE))
+    from common import SEED_DIR, ensure_seed as ensure_seed_dir
+
+    if not ensure_seed_dir():
+        raise SystemExit("could not install task-checkpoint-mcp 0.1.7 into " + str(SEED_DIR))
+    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(SEED_DIR)!r}); import tc_mcp; tc_mcp.main()"]
+
+
+def raw_cold_start(cmd: list[str], cwd: str) -> dict:
+    """Spawn the server and speak newline-delimited JSON-RPC on its pipes (no client library in the
+    way): seconds from spawn to the initialize answer and to the tools/list answer, and the
+    tools/list result as compact JSON."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         env=env(), cwd=cwd)
+
+    def ask(msg: dict) -> dict:
+        p.stdin.write((json.dumps(msg) + "\n").encode())
+        p.stdin.flush()
+        while True:
+            line = p.stdout.readline()
+            if not line:
+                raise RuntimeError(f"{cmd[0]} closed stdout")
+            reply = json.loads(line)
+            if reply.get("id") == msg["id"]:
+                return reply
+
+    try:
+        ask({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": {"name": "bench", "version": "0"}}})
+        t_init = time.perf_counter() - t0
+        p.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        tools = ask({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})["result"]["tools"]
+        t_list = time.perf_counter() - t0
+    finally:
+        p.stdin.close()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    return {"initialize": t_init, "tools_list": t_list, "tools": tools}
+
+
+def compact_bytes(value) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def cold_start_report(srv: dict[str, list[str]], starts: int) -> list[str]:
+    """Markdown: cold start to initialize and to tools/list (median), and tools/list bytes per tool
+    (compact JSON) for every server side by side; the seed's ten tools first."""
+    scratch = tempfile.mkdtemp(prefix="bench-mcp-cold-")
+    runs: dict[str, list[dict]] = {name: [] for name in srv}
+    try:
+        for _ in range(starts):  # interleaved, so a load spike hits both servers alike
+            for name, cmd in srv.items():
+                runs[name].append(raw_cold_start(cmd, scratch))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    lines = ["## Cold start (raw stdio, median of %d) and tools/list size" % starts, "",
+             "| server | spawn -> initialize answered | spawn -> tools/list answered | tools | tools/list bytes |",
+             "|---|---|---|---|---|"]
+    per_tool: dict[str, dict[str, int]] = {}
+    for name, rs in runs.items():
+        tools = rs[-1]["tools"]
+        per_tool[name] = {t["name"]: compact_bytes(t) for t in tools}
+        lines.append(f"| {name} | {fmt_s(statistics.median(r['initialize'] for r in rs))} | "
+                     f"{fmt_s(statistics.median(r['tools_list'] for r in rs))} | {len(tools)} | "
+                     f"{compact_bytes({'tools': tools})} |")
+        print(f"cold {name}: init {statistics.median(r['initialize'] for r in rs):.3f}s, tools/list "
+              f"{statistics.median(r['tools_list'] for r in rs):.3f}s, {compact_bytes({'tools': tools})} B",
+              file=sys.stderr)
+    names = list(runs)
+    order = list(dict.fromkeys(k for n in names for k in per_tool[n]))
+    lines += ["", "tools/list bytes per tool (compact JSON: name, description, schemas, annotations):", "",
+              "| tool | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for tool in order:
+        lines.append(f"| {tool} | " + " | ".join(str(per_tool[n].get(tool, "—")) for n in names) + " |")
+    lines.append("")
+    return lines
 
 
 def env() -> dict:
@@ -210,8 +296,12 @@ async def main_async(args) -> str:
                  f"included. `python benchmarks/bench_mcp.py{' --big' if args.big else ''}`.")
     lines.append("")
 
+    lines += cold_start_report(srv, args.starts)
+    if args.cold_only:
+        return "\n".join(lines)
+
     # cold start + tools/list size
-    lines += ["## Cold start and tools/list", "",
+    lines += ["## Cold start and tools/list (through the SDK client)", "",
               "| server | spawn -> first tools/list answered | tools/list bytes |", "|---|---|---|"]
     cold = {}
     for name, cmd in srv.items():
@@ -293,6 +383,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--starts", type=int, default=5, help="cold starts per server")
     ap.add_argument("--out", default=str(HERE / "results" / "mcp.md"))
+    ap.add_argument("--cold-only", action="store_true", help="only cold start and tools/list sizes")
     args = ap.parse_args()
     args.sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     if args.big and 50000 not in args.sizes:

@@ -75,6 +75,15 @@ def unquote(s: str) -> str | None:
     return buf.decode("utf-8", "surrogateescape")
 
 
+def text_out(s: str) -> str:
+    """Free text (a message, a handoff) that may quote a non-UTF-8 name: each such byte as `\\NNN`,
+    everything else, newlines included, unchanged."""
+    if is_clean(s):
+        return s
+    return "".join(f"\\{ord(c) - 0xDC00:03o}" if 0xDC80 <= ord(c) <= 0xDCFF
+                   else "\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in s)
+
+
 def path_out(s: str) -> str:
     """A str as it is shown in JSON: unchanged if UTF-8, else quoted."""
     return s if is_clean(s) else quote(s)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import io
 import json
 import logging
 import os
@@ -317,8 +318,7 @@ def _error(message: str, code: str = "error") -> CallToolResult:
     """A tool failure: the message as plain text (what the agent reads and acts on), the code at its
     end and in `_meta`. No structuredContent: strict clients (the TypeScript SDK) validate it against
     the tool's outputSchema even on errors and would replace the message with -32602."""
-    text = f"{message} [{code}]"
-    text = text if jsonsafe.is_clean(text) else jsonsafe.quote(text)[1:-1]  # a non-UTF-8 name in it
+    text = jsonsafe.text_out(f"{message} [{code}]")  # a non-UTF-8 name in it: octal escapes
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True, _meta={ERROR_META: code})
 
 
@@ -420,6 +420,7 @@ class Runner:
     def __init__(self, watcher=None):
         self.watcher = watcher
         self._engine_cls = None
+        self.last_root: str | None = None  # the workspace of the last tool call (for tc://resume)
 
     def engine_cls(self):
         if self._engine_cls is None:  # pygit2 is imported on first use: faster cold start
@@ -428,11 +429,19 @@ class Runner:
             self._engine_cls = Engine
         return self._engine_cls
 
+    async def raw(self, ctx: Context | None, root: str | None, method: str, *args):
+        """The engine's own result (for resources and prompts); a TcError propagates."""
+        if not root:
+            root = (await _client_root(ctx) if ctx is not None else None) or os.getcwd()
+        engine_cls = await anyio.to_thread.run_sync(self.engine_cls)
+        return await anyio.to_thread.run_sync(lambda: getattr(engine_cls(root), method)(*args))
+
     async def __call__(self, ctx: Context | None, tool: str, root: str | None, method: str, *args,
                        log_call: bool = True, **kwargs):
         t0 = time.perf_counter()
         if not root:
             root = (await _client_root(ctx) if ctx is not None else None) or os.getcwd()
+        self.last_root = root
         bridge = _ProgressBridge(ctx)
         engine_cls = await anyio.to_thread.run_sync(self.engine_cls) if self._engine_cls is None \
             else self._engine_cls
@@ -887,6 +896,37 @@ def build_server(watch: bool | None = None) -> TcServer:
         """Walk a conversation from its start to a point."""
         return await run(ctx, "tc_replay", root, "replay", point, mode, log_call=False)
 
+    # -- resources and prompts: where clients look without calling a tool (Claude Code: @-mentions
+    # and slash commands /mcp__tc-git__resume, /mcp__tc-git__save-step)
+    async def handoff(ctx: Context | None) -> str:
+        try:
+            info = await run.raw(ctx, run.last_root, "resume")
+        except TcError as e:
+            return f"No task to resume here: {e.message}"
+        return jsonsafe.text_out(info.get("handoff") or "")
+
+    @mcp.resource("tc://resume", name="resume", title="Task handoff", mime_type="text/plain",
+                  description="The active task of this workspace: goal, step, last conclusion, next step, "
+                              "open questions and unsaved changes (what tc_resume returns as `handoff`).")
+    async def resume_resource() -> str:
+        # a static resource gets no Context (SDK rule): the workspace of the last tool call, else cwd
+        return await handoff(None)
+
+    @mcp.prompt(name="resume", title="Resume the task",
+                description="Continue this workspace's active task from its handoff.")
+    async def resume_prompt(ctx: Context) -> str:
+        return (f"Continue this task where it stopped. Its handoff:\n\n{await handoff(ctx)}\n\n"
+                "Check the unsaved changes listed first (tc_resume has details), then do the next step. "
+                "After each completed step call tc_save with title, conclusion and next.")
+
+    @mcp.prompt(name="save-step", title="Save the step",
+                description="Record the step just completed with tc_save (title, conclusion, next).")
+    def save_step_prompt(note: Annotated[str, Field(description="anything the record must mention")] = "") -> str:
+        return ("Record the step you just completed: call tc_save with title (one line: what was done), "
+                "conclusion (what was learned or decided), verified (checks that passed), open_questions "
+                "(what is still unresolved) and next (the next step, for whoever resumes)."
+                + (f" Mention: {note}" if note else ""))
+
     for tool in mcp._tool_manager.list_tools():
         tool.description = _one_paragraph(tool.description)
         for hidden in HIDDEN_ARGS.get(tool.name, ()):
@@ -919,11 +959,129 @@ def _setup_logging() -> None:
         _store_log(Path(os.path.expanduser(env_store)), f"tc-mcp {__version__} start (cwd {os.getcwd()})")
 
 
+# ------------------------------------------------------------------------------- fast start (mcp_fast.py)
+_PREBUILT: list = []
+
+
+def _warm_engine() -> None:
+    """mcp_fast's background thread: the server object and the engine, ready for the handover."""
+    if not _PREBUILT:
+        _PREBUILT.append(build_server())
+    try:
+        from . import engine  # noqa: F401  (pygit2)
+    except Exception:  # the first tool call reports it
+        log.debug("engine import failed", exc_info=True)
+
+
+def cache_payload(server: TcServer) -> dict:
+    """What mcp_fast answers before the SDK is loaded: for every handshake protocol version, the
+    initialize and tools/list results exactly as this server's SDK would put them on the wire
+    (cache hints, then the per-version sieve: see mcp.server.runner's `_serialize`)."""
+    from mcp.types import Implementation, InitializeResult, ListToolsResult
+    from mcp_types import methods as spec
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+
+    low = server._lowlevel_server
+    opts = low.create_initialization_options()
+    tools = ListToolsResult(tools=anyio.run(server.list_tools))
+
+    def wire(method: str, version: str, result) -> dict:
+        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        hint = (getattr(low, "cache_hints", None) or {}).get(method)
+        if hint is not None:
+            dumped = {"ttlMs": hint.ttl_ms, "cacheScope": hint.scope, **dumped}
+        return spec.serialize_server_result(method, version, dumped) if method in spec.SPEC_CLIENT_METHODS else dumped
+
+    init, listed = {}, {}
+    for v in HANDSHAKE_PROTOCOL_VERSIONS:
+        res = InitializeResult(protocol_version=v, capabilities=opts.capabilities,
+                               server_info=Implementation(name=opts.server_name, title=opts.title,
+                                                          description=opts.description, version=opts.server_version,
+                                                          website_url=opts.website_url, icons=opts.icons),
+                               instructions=opts.instructions)
+        init[v], listed[v] = wire("initialize", v, res), wire("tools/list", v, tools)
+    return {"versions": list(HANDSHAKE_PROTOCOL_VERSIONS), "latest": LATEST_HANDSHAKE_VERSION,
+            "initialize": init, "tools": listed}
+
+
+def _write_fast_cache(server: TcServer) -> None:
+    from . import mcp_fast
+
+    if mcp_fast.load_cache() is None:
+        try:
+            mcp_fast.write_cache(cache_payload(server))
+        except Exception:  # only the next start's speed depends on it
+            log.debug("fast-start cache not written", exc_info=True)
+
+
+class _ReplayIn(io.TextIOBase):
+    """stdin for the SDK after a handover: the requests already seen, then the wire."""
+
+    def __init__(self, prelude: list[bytes], wire):
+        self.prelude, self.wire = list(prelude), wire
+
+    def readable(self) -> bool:
+        return True
+
+    def readline(self, size=-1) -> str:
+        raw = self.prelude.pop(0) if self.prelude else self.wire.readline()
+        return raw.decode("utf-8", "replace")
+
+
+class _DropFirstAnswer(io.TextIOBase):
+    """stdout for the SDK after a handover: the wire, minus the answer to the replayed initialize."""
+
+    def __init__(self, wire, drop_id):
+        self.wire, self.drop, self.dropping, self.buf = wire, drop_id, drop_id is not None, ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        self.buf += s
+        while "\n" in self.buf:
+            line, self.buf = self.buf.split("\n", 1)
+            if self.dropping:
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    msg = None
+                if isinstance(msg, dict) and msg.get("id") == self.drop and ("result" in msg or "error" in msg):
+                    self.dropping = False
+                    continue
+            self.wire.write(line.encode("utf-8") + b"\n")
+        return len(s)
+
+    def flush(self) -> None:
+        self.wire.flush()
+
+
+def run_handover(prelude: list[bytes], wire_in, wire_out, drop_id) -> None:
+    """Serve the rest of a session that mcp_fast began (see its docstring)."""
+    from mcp.server.stdio import stdio_server
+
+    _setup_logging()
+    server = _PREBUILT[0] if _PREBUILT else build_server()
+    log.info("tc-mcp %s on stdio (pid %d, fast start)", __version__, os.getpid())
+
+    async def serve():
+        stdin = anyio.wrap_file(_ReplayIn(prelude, wire_in))
+        stdout = anyio.wrap_file(_DropFirstAnswer(wire_out, drop_id))
+        async with stdio_server(stdin, stdout) as (read_stream, write_stream):
+            low = server._lowlevel_server
+            await low.run(read_stream, write_stream, low.create_initialization_options())
+
+    try:
+        anyio.run(serve)
+    except KeyboardInterrupt:
+        pass
+
+
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("-h", "--help"):
         print("tc-mcp: the tc-git MCP server on stdio (no arguments). Env: TC_STORE, TC_WATCH=off, "
-              "TC_WATCH_INTERVAL, TC_DRIFT_MAX_WAIT, TC_LOCK_TIMEOUT, TC_LOG_LEVEL. "
+              "TC_WATCH_INTERVAL, TC_DRIFT_MAX_WAIT, TC_LOCK_TIMEOUT, TC_LOG_LEVEL, TC_MCP_FAST=off. "
               "Skill: `tc skill install`.")
         return
     if argv and argv[0] == "--version":
@@ -934,6 +1092,7 @@ def main(argv=None) -> None:
         sys.exit(2)
     _setup_logging()
     server = build_server()
+    _write_fast_cache(server)
     log.info("tc-mcp %s on stdio (pid %d)", __version__, os.getpid())
     try:
         server.run("stdio")

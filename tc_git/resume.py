@@ -1,6 +1,8 @@
 """The handoff text: what a new session needs to pick the work up, in under 2 KB."""
 from __future__ import annotations
 
+from .jsonsafe import path_out, text_out
+
 LABELS = {
     "en": {"task": "Task", "goal": "Goal", "constraints": "Constraints", "step": "Current step",
            "conclusion": "Last conclusion", "next": "Next", "questions": "Open questions",
@@ -16,8 +18,8 @@ MAX_BYTES = 2000
 
 
 def _clip(s: str, n: int) -> str:
-    # a non-UTF-8 file name arrives surrogate-escaped: show its odd bytes as \xNN
-    s = " ".join((s or "").encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace").split())
+    # a non-UTF-8 file name arrives surrogate-escaped: shown by the rule of every JSON result (jsonsafe)
+    s = " ".join(text_out(s or "").split())
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
@@ -42,13 +44,13 @@ def handoff_text(info: dict, lang: str = "en") -> str:
         lines.append(f"{L['questions']}: " + "; ".join(_clip(q, 100) for q in qs[:3])
                      + (f" (+{len(qs) - 3} {L['more']})" if len(qs) > 3 else ""))
     paths, total = info.get("drift_paths") or [], info.get("drift_total", 0)
-    shown = ", ".join(_clip(p, 80) for p in paths[:8]) or L["none"]
+    shown = ", ".join(_clip(path_out(p), 80) for p in paths[:8]) or L["none"]
     if total > min(len(paths), 8):
         shown += f" (+{total - min(len(paths), 8)} {L['more']})"
     lines.append(f"{L['unsaved']}: {shown}")
     left = info.get("left_out") or []
     if left:  # never silent: the next session must know which files it has to supply itself
-        shown = ", ".join(f"{_clip(x.get('path', ''), 60)} ({x.get('why')})" for x in left[:5])
+        shown = ", ".join(f"{_clip(path_out(x.get('path', '')), 60)} ({x.get('why')})" for x in left[:5])
         if len(left) > 5:
             shown += f" (+{len(left) - 5} {L['more']})"
         lines.append(f"{L['left']}: {shown}")

@@ -479,3 +479,25 @@ async def test_seed_workflow_import_materialises_files(server, tmp_path):
         assert tree_state(clash) == before  # nothing written
         im = ok(await call(c, "tc_import", root=str(clash), package=pkg, merge=True, apply=True))
         assert im["restore"]["applied"] and tree_state(clash) == want
+
+
+# ------------------------------------------------------------------------------- resources, prompts
+async def test_resume_resource_and_prompts(server, ws):
+    """tc://resume is the handoff of the workspace of the last tool call; the prompts `resume` and
+    `save-step` (slash commands in Claude Code) carry it and the tc_save fields."""
+    async with client(server) as c:
+        assert [r.uri for r in (await c.list_resources()).resources] == ["tc://resume"]
+        prompts = {p.name: p for p in (await c.list_prompts()).prompts}
+        assert set(prompts) == {"resume", "save-step"} and all(p.description for p in prompts.values())
+        ok(await call(c, "tc_init", root=str(ws), name="resource task", goal="be readable"))
+        write(ws, "f.txt", "1")
+        ok(await call(c, "tc_save", root=str(ws), title="one", conclusion="works", next="two"))
+        write(ws, b"caf\xe9.txt", "unsaved, odd name")
+        text = (await c.read_resource("tc://resume")).contents[0].text
+        assert "be readable" in text and "two" in text and '"caf\\351.txt"' in text, text  # jsonsafe's rule
+        got = await c.get_prompt("resume", {})
+        assert text in got.messages[0].content.text and "tc_save" in got.messages[0].content.text
+        got = await c.get_prompt("save-step", {"note": "tests green"})
+        body = got.messages[0].content.text
+        assert all(k in body for k in ("tc_save", "title", "conclusion", "next", "tests green"))
+        assert await c.send_ping() is not None

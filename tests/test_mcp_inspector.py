@@ -146,3 +146,25 @@ def test_seed_tools_and_every_error_kind(inspector, tmp_path):
     err(call("tc_save", title="after close"), "closed")
     err(call("tc_restore", index=1, apply="true"), "closed")
     assert tree_state(ws) == before
+
+
+def test_resource_and_prompts(inspector, tmp_path):
+    """tc://resume and the prompts through the Inspector (the server's cwd is the workspace)."""
+    from tc_git.engine import Engine
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    write(ws, "f.txt", "1")
+    eng = Engine(str(ws))
+    eng.init("inspected resource", goal="read me")
+    eng.save("first", conclusion="fine", next="second")
+    res = inspect(inspector, ws, "resources/list")["resources"]
+    assert [r["uri"] for r in res] == ["tc://resume"]
+    text = inspect(inspector, ws, "resources/read", extra=("--uri", "tc://resume"))["contents"][0]["text"]
+    assert "read me" in text and "second" in text
+    prompts = {p["name"] for p in inspect(inspector, ws, "prompts/list")["prompts"]}
+    assert prompts == {"resume", "save-step"}
+    got = inspect(inspector, ws, "prompts/get", extra=("--prompt-name", "resume"))
+    assert "read me" in got["messages"][0]["content"]["text"]
+    got = inspect(inspector, ws, "prompts/get", extra=("--prompt-name", "save-step", "--prompt-args", "note=green"))
+    assert "tc_save" in got["messages"][0]["content"]["text"] and "green" in got["messages"][0]["content"]["text"]

@@ -1,0 +1,154 @@
+"""`tc-mcp` entry point: answer `initialize`, `ping` and `tools/list` before the MCP SDK is loaded.
+
+Importing the `mcp` SDK costs ~0.7 s on an idle machine (pydantic models of three protocol
+versions), several seconds on a busy one; every session pays it before its first tools/list. The
+answers to those first requests never change for one installation, so the full server writes them
+to a cache (`<cache>/tc-git/mcp-<key>.json`, key = this package's server source, tc-git, mcp and
+pydantic versions) and later starts answer them from it with the stdlib only, while the SDK and
+the engine are imported in a background thread. The first other request (tools/call,
+resources/read, prompts/get, anything unknown) hands the session over to the real server: the
+initialize exchange is replayed into it (its second answer is dropped) and from then on every byte
+goes through the SDK. No cache (first run, upgrade), `TC_MCP_FAST=off` or any doubt: the full
+server from the start.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import threading
+from importlib.util import find_spec
+from pathlib import Path
+
+from . import __version__
+
+CACHE_FORMAT = "2"
+
+
+def _stamp(module: str) -> str:
+    """Where a module's file is and when it changed (find_spec does not import a top-level package)."""
+    try:
+        spec = find_spec(module)
+        origin = spec.origin if spec else None
+        st = os.stat(origin) if origin else None
+        return f"{origin}:{st.st_mtime_ns}:{st.st_size}" if st else "-"
+    except (ImportError, OSError, ValueError):
+        return "-"
+
+
+def cache_path() -> Path:
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha1(CACHE_FORMAT.encode())
+    for name in ("mcp_server.py", "jsonsafe.py", "mcp_fast.py"):
+        try:
+            h.update((here / name).read_bytes())
+        except OSError:
+            h.update(name.encode())
+    for part in (__version__, _stamp("mcp"), _stamp("mcp_types"), _stamp("pydantic"), sys.version):
+        h.update(part.encode())
+    base = os.environ.get("TC_MCP_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tc-git")
+    return Path(base) / f"mcp-{h.hexdigest()[:16]}.json"
+
+
+def load_cache() -> dict | None:
+    try:
+        data = json.loads(cache_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not {"versions", "latest", "initialize", "tools"} <= data.keys():
+        return None
+    return data
+
+
+def write_cache(data: dict) -> None:
+    """Atomic; any failure only costs the next start its speed."""
+    p = cache_path()
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+        os.replace(tmp, p)
+    except OSError:
+        pass
+
+
+def main(argv=None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    cache = None if argv or os.environ.get("TC_MCP_FAST", "").lower() in ("off", "0", "false", "no") \
+        else load_cache()
+    if cache is None:
+        from .mcp_server import main as full_main
+
+        return full_main(argv)
+    FastFront(cache).run()
+
+
+class FastFront:
+    def __init__(self, cache: dict):
+        self.cache = cache
+        self.warm = threading.Thread(target=self._import_server, name="tc-warm-sdk", daemon=True)
+        self.error: BaseException | None = None
+
+    def _import_server(self) -> None:
+        try:
+            from . import mcp_server
+
+            mcp_server._warm_engine()
+        except BaseException as e:  # reported at handover
+            self.error = e
+
+    def run(self) -> None:
+        # Own private copies of the wire; fd 0 reads EOF and fd 1 goes to stderr from here on, so
+        # nothing printed by an import (or later by a tool) can corrupt the JSON-RPC stream.
+        self.wire_in = os.fdopen(os.dup(0), "rb")
+        self.wire_out = os.fdopen(os.dup(1), "wb")
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(2, 1)
+        self.warm.start()
+        prelude: list[bytes] = []
+        init_id = version = None
+        while True:
+            line = self.wire_in.readline()
+            if not line:
+                return  # the client went away before asking for more than the list
+            if not line.strip():
+                continue
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                msg = None
+            if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
+                return self.handover(prelude + [line], init_id)
+            method, has_id = msg.get("method"), "id" in msg
+            params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+            if method == "initialize" and has_id and init_id is None:
+                asked = params.get("protocolVersion")
+                version = asked if asked in self.cache["versions"] else self.cache["latest"]
+                self.send(msg["id"], self.cache["initialize"][version])
+                prelude.append(line)
+                init_id = msg["id"]
+            elif method == "notifications/initialized" and init_id is not None and not has_id:
+                prelude.append(line)
+            elif method == "ping" and has_id:
+                self.send(msg["id"], {})
+            elif method == "tools/list" and has_id and init_id is not None and not params.get("cursor"):
+                self.send(msg["id"], self.cache["tools"][version])
+            else:
+                return self.handover(prelude + [line], init_id)
+
+    def send(self, msg_id, result: dict) -> None:
+        self.wire_out.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": result},
+                                       ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
+        self.wire_out.flush()
+
+    def handover(self, prelude: list[bytes], init_id) -> None:
+        self.warm.join()
+        if self.error is not None:
+            raise self.error
+        from .mcp_server import run_handover
+
+        run_handover(prelude, self.wire_in, self.wire_out, init_id)

@@ -1,0 +1,106 @@
+"""Fast start (tc_git/mcp_fast.py): once a full start has written the cache, `initialize`, `ping`
+and `tools/list` are answered before the MCP SDK is imported, byte-for-byte what the full server
+answers, and the first other request hands the session to the real server."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import clean_env
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+class Wire:
+    def __init__(self, cmd, env, cwd):
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  env=env, cwd=cwd)
+
+    def send(self, msg) -> None:
+        self.p.stdin.write((msg if isinstance(msg, bytes) else json.dumps(msg).encode()) + b"\n")
+        self.p.stdin.flush()
+
+    def ask(self, msg) -> dict:
+        self.send(msg)
+        while True:
+            line = self.p.stdout.readline()
+            assert line, self.p.stderr.read().decode()[-2000:]
+            reply = json.loads(line)
+            if reply.get("id") == msg["id"]:
+                return reply
+
+    def close(self) -> int:
+        self.p.stdin.close()
+        try:
+            return self.p.wait(timeout=60)
+        finally:
+            self.p.stdout.close()
+            self.p.stderr.close()
+
+
+@pytest.fixture
+def env(tmp_path):
+    return clean_env(TC_WATCH="off", TC_GIT="off", TC_MCP_CACHE=str(tmp_path / "cache"))
+
+
+def session(env, cwd, fast: bool, version="2025-06-18") -> tuple[list[dict], float]:
+    w = Wire([sys.executable, "-m", "tc_git"], dict(env, TC_MCP_FAST="on" if fast else "off"), cwd)
+    t0 = time.perf_counter()
+    init = w.ask({**INIT, "params": {**INIT["params"], "protocolVersion": version}})
+    w.send(INITIALIZED)
+    tools = w.ask({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
+    t_list = time.perf_counter() - t0
+    ping = w.ask({"jsonrpc": "2.0", "id": 3, "method": "ping"})
+    call = w.ask({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                  "params": {"name": "tc_show", "arguments": {"root": str(cwd / "nowhere")}}})
+    after = w.ask({"jsonrpc": "2.0", "id": 5, "method": "ping"})
+    res = w.ask({"jsonrpc": "2.0", "id": 6, "method": "resources/list"})
+    assert w.close() == 0
+    return [init, tools, ping, call, after, res], t_list
+
+
+def test_fast_start_answers_like_the_full_server(env, tmp_path):
+    full, _ = session(env, tmp_path, fast=False)  # writes the cache
+    assert list((tmp_path / "cache").glob("mcp-*.json"))
+    for version in ("2025-06-18", "2024-11-05", "1999-01-01"):
+        slow, _ = session(env, tmp_path, fast=False, version=version)
+        fast, _ = session(env, tmp_path, fast=True, version=version)
+        assert fast == slow, version  # initialize, tools/list, ping, a tool call after the handover
+    assert full[3]["result"]["isError"] is True and "nowhere" in full[3]["result"]["content"][0]["text"]
+
+
+def test_fast_start_does_not_wait_for_the_sdk(env, tmp_path):
+    """With the SDK import blocked, initialize, ping and tools/list are still answered."""
+    session(env, tmp_path, fast=False)
+    code = ("import threading, sys; from tc_git import mcp_fast; "
+            "mcp_fast.FastFront._import_server = lambda self: threading.Event().wait(); "
+            "mcp_fast.main([])")
+    w = Wire([sys.executable, "-c", code], dict(env, TC_MCP_FAST="on"), tmp_path)
+    assert w.ask(INIT)["result"]["serverInfo"]["name"] == "tc-git"
+    w.send(INITIALIZED)
+    assert w.ask({"jsonrpc": "2.0", "id": 2, "method": "ping"})["result"] == {}
+    tools = w.ask({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})["result"]["tools"]
+    assert [t["name"] for t in tools][:2] == ["tc_init", "tc_save"]
+    assert w.close() == 0
+
+
+def test_fast_start_survives_garbage_and_a_broken_cache(env, tmp_path):
+    session(env, tmp_path, fast=False)
+    w = Wire([sys.executable, "-m", "tc_git"], env, tmp_path)  # fast
+    w.ask(INIT)
+    w.send(INITIALIZED)
+    w.send(b"this is not json")  # hands over; the SDK answers it as a parse error
+    assert w.ask({"jsonrpc": "2.0", "id": 9, "method": "ping"})["result"] == {}
+    assert w.close() == 0
+    for f in (tmp_path / "cache").glob("mcp-*.json"):
+        f.write_text("{not json")  # a broken cache: the full server starts, and rewrites it
+    w = Wire([sys.executable, "-m", "tc_git"], env, tmp_path)
+    assert w.ask(INIT)["result"]["serverInfo"]["name"] == "tc-git"
+    assert w.close() == 0
+    assert all(json.loads(f.read_text())["tools"] for f in (tmp_path / "cache").glob("mcp-*.json"))
