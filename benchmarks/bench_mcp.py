@@ -63,13 +63,13 @@ def seed_server_cmd() -> list[str]:
     return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(SEED_DIR)!r}); import tc_mcp; tc_mcp.main()"]
 
 
-def raw_cold_start(cmd: list[str], cwd: str) -> dict:
+def raw_cold_start(cmd: list[str], cwd: str, extra_env: dict | None = None) -> dict:
     """Spawn the server and speak newline-delimited JSON-RPC on its pipes (no client library in the
     way): seconds from spawn to the initialize answer and to the tools/list answer, and the
     tools/list result as compact JSON."""
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                         env=env(), cwd=cwd)
+                         env={**env(), **(extra_env or {})}, cwd=cwd)
 
     def ask(msg: dict) -> dict:
         p.stdin.write((json.dumps(msg) + "\n").encode())
@@ -107,14 +107,25 @@ def cold_start_report(srv: dict[str, list[str]], starts: int) -> list[str]:
     """Markdown: cold start to initialize and to tools/list (median), and tools/list bytes per tool
     (compact JSON) for every server side by side; the seed's ten tools first."""
     scratch = tempfile.mkdtemp(prefix="bench-mcp-cold-")
-    runs: dict[str, list[dict]] = {name: [] for name in srv}
+    # tc-mcp twice: as installed (fast start from its cache) and with TC_MCP_FAST=off (the SDK first)
+    variants = {name: (cmd, {}) for name, cmd in srv.items()}
+    ours = next(iter(srv))
+    variants = {ours: variants.pop(ours), f"{ours} TC_MCP_FAST=off": (srv[ours], {"TC_MCP_FAST": "off"}),
+                **variants}
+    runs: dict[str, list[dict]] = {name: [] for name in variants}
     try:
-        for _ in range(starts):  # interleaved, so a load spike hits both servers alike
-            for name, cmd in srv.items():
-                runs[name].append(raw_cold_start(cmd, scratch))
+        for cmd, extra in variants.values():  # untimed: byte-compile, page cache, tc-mcp's start cache
+            raw_cold_start(cmd, scratch, extra)
+        for _ in range(starts):  # interleaved, so a load spike hits every server alike
+            for name, (cmd, extra) in variants.items():
+                runs[name].append(raw_cold_start(cmd, scratch, extra))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     lines = ["## Cold start (raw stdio, median of %d) and tools/list size" % starts, "",
+             f"Load average at the end: {load} (on {os.cpu_count()} CPUs; timings on a busy machine are "
+             "inflated, compare the rows with each other). One untimed start per server first (tc-mcp's "
+             "fast-start cache is written by it).", "",
              "| server | spawn -> initialize answered | spawn -> tools/list answered | tools | tools/list bytes |",
              "|---|---|---|---|---|"]
     per_tool: dict[str, dict[str, int]] = {}
