@@ -208,17 +208,17 @@ def as_tc_error(e: BaseException) -> TcError | None:
         return SystemFault("the workspace is nested too deeply to walk (recursion limit): exclude the deep "
                            "directory (tc init --exclude) or flatten it", "too_deep")
     num, where = None, ""
-    if isinstance(e, OSError):
+    if isinstance(e, OSError) and e.errno in _OS_ADVICE:
         num = e.errno
         where = e.filename if e.filename is not None else e.strerror or ""
         where = os.fsdecode(where) if isinstance(where, bytes) else str(where)
-    else:
+    elif isinstance(e, OSError) or type(e).__name__ == "GitError" or "pygit2" in type(e).__module__:
+        # libgit2 reports I/O failures as OSError/GitError without an errno: read its message
         msg = str(e).lower()
-        if type(e).__name__ == "GitError" or "libgit2" in type(e).__module__ or "pygit2" in type(e).__module__:
-            for needle, n in _GIT_MESSAGES:
-                if needle in msg:
-                    num, where = n, str(e)[:200]
-                    break
+        for needle, n in _GIT_MESSAGES:
+            if needle in msg:
+                num, where = n, str(e)[:200]
+                break
     if num not in _OS_ADVICE:
         return None
     code, advice = _OS_ADVICE[num]
