@@ -34,6 +34,7 @@ import pygit2
 from pygit2.enums import FileMode, ObjectType
 
 from . import bundle as bundle_mod
+from . import pathsafe
 from .errors import BadInput, Conflict, NotFound, TaskClosed, Unavailable
 from .secrets import redact_text
 from .store import Store, atomic_write
@@ -541,6 +542,36 @@ def _quarantine(engine):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def _refuse_hostile_trees(q, tips, have, source: str) -> None:
+    """BadInput unless every tree reachable from `tips` (down to what the store already has)
+    holds only names that can be written safely into a workspace (pathsafe.check_tree_name)."""
+    problems = pathsafe.check_history(q, [_oid(t) for t in tips],
+                                      (lambda oid: oid in have) if have is not None else (lambda oid: False))
+    if problems:
+        shown = "; ".join(f"commit {c[:12]}: {p!r}: {why}" for c, p, why in problems[:5])
+        raise BadInput(f"refusing {source}: it holds file names that would write outside the workspace, into a "
+                       f"git directory or into the tc-git store ({shown}"
+                       f"{'; ...' if len(problems) > 5 else ''}). Nothing was imported; ask its author for a "
+                       f"clean export")
+
+
+def _adopt_loose(qrepo: pygit2.Repository, store: Store) -> None:
+    """Move loose objects a fetch left in the quarantine into the store."""
+    src = Path(qrepo.path) / "objects"
+    for d in src.iterdir():
+        if len(d.name) != 2 or not d.is_dir():
+            continue
+        dst = store.path / "objects" / d.name
+        dst.mkdir(exist_ok=True)
+        for f in d.iterdir():
+            if not (dst / f.name).exists():
+                try:
+                    os.rename(f, dst / f.name)
+                except OSError:
+                    shutil.copy2(f, dst / f".{f.name}.tmp")
+                    os.replace(dst / f".{f.name}.tmp", dst / f.name)
+
+
 def _adopt_packs(qrepo: pygit2.Repository, store: Store) -> None:
     """Move the quarantine's pack into the store (.pack first, .idx last: a reader finds packs
     through their index)."""
@@ -629,6 +660,8 @@ def _import_bundle(engine, path: Path, rename, merge) -> dict:
             for t in tasks:
                 if entry_of(q[h.refs[head_ref(t)]]) is None:
                     raise BadInput(f"refusing {path.name}: {head_ref(t)} is not a tc-git timeline commit")
+            # every tree that arrives is checked before any ref moves (nothing from a bundle is trusted)
+            _refuse_hostile_trees(q, h.refs.values(), have, path.name)
             # plan every ref update against the current store before writing anything
             plan, report = _plan_refs(q, store, h.refs, rename, merge)
             if not store.exists:
@@ -864,22 +897,34 @@ def _remote_refs(remote) -> dict[str, pygit2.Oid]:
     return out
 
 
-def _fetch_missing(repo, remote, refs: dict[str, pygit2.Oid]) -> None:
-    """Fetch the objects behind remote refs we do not have (into a scratch namespace that is
-    removed again; the objects stay in the store)."""
-    want = [n for n, o in refs.items() if o not in repo]
+def _fetch_verified(engine, url: str, refs: dict[str, pygit2.Oid]) -> None:
+    """Fetch the objects behind remote refs the store lacks into a quarantine, check every tree
+    they bring (pathsafe), and only then move them into the store. A refused remote leaves no
+    object behind (BadInput)."""
+    repo = engine.repo
+    want = {n: o for n, o in refs.items() if o not in repo}
     if not want:
         return
-    scratch = f"refs/tc-sync/{os.getpid()}-{time.time_ns()}"
-    specs = [f"+{n}:{scratch}/{i}" for i, n in enumerate(want)]
-    try:
-        remote.fetch(specs, message="tc-git: sync")
-    except pygit2.GitError as e:
-        raise Unavailable(f"fetch from {remote.url} failed: {e}") from e
-    finally:
-        for r in [r for r in repo.references if r.startswith(scratch + "/")]:
-            with contextlib.suppress(KeyError, pygit2.GitError):
-                repo.references.delete(r)
+    with _quarantine(engine) as q:
+        # the store's tips as refs of the quarantine (objects reached through alternates): the
+        # negotiation then asks only for what is new
+        for i, (_n, oid) in enumerate(sorted((n, _ref_target(repo, n)) for n in repo.references if _is_ours(n))):
+            if oid is not None:
+                with contextlib.suppress(pygit2.GitError, ValueError):
+                    q.references.create(f"refs/tc-have/{i}", oid, force=True)
+        try:
+            q.remotes.create_anonymous(url).fetch([f"+{n}:refs/tc-sync/{i}" for i, n in enumerate(sorted(want))],
+                                                  message="tc-git: sync")
+        except pygit2.GitError as e:
+            raise Unavailable(f"fetch from {url} failed: {e}") from e
+        q = pygit2.Repository(q.path)
+        lacking = [n for n, o in want.items() if o not in q]
+        if lacking:
+            raise Unavailable(f"the remote {url} did not send {', '.join(sorted(lacking)[:5])}: try again")
+        _refuse_hostile_trees(q, want.values(), repo, f"remote {url}")
+        _adopt_packs(q, engine.store)
+        _adopt_loose(q, engine.store)
+    engine.store.reopen()
 
 
 def push(engine, remote: str | None = None) -> dict:
@@ -893,7 +938,8 @@ def push(engine, remote: str | None = None) -> dict:
             theirs = _remote_refs(r)
         except pygit2.GitError as e:
             raise Unavailable(f"cannot reach remote {url}: {e}") from e
-        _fetch_missing(repo, r, theirs)
+        _fetch_verified(engine, url, theirs)
+        repo = engine.repo
         ours = {n: _ref_target(repo, n) for n in repo.references if _is_ours(n) and _valid_ref(n)}
         ours = {n: o for n, o in ours.items() if o is not None}
         to_push, behind, conflicts, notes_state = [], [], {}, None
@@ -934,6 +980,15 @@ def pull(engine, remote: str | None = None) -> dict:
     if not engine.store.exists:
         engine.store.create()
         created_store = True
+    try:
+        return _pull(engine, url, created_store)
+    except BadInput:
+        if created_store:  # a refused remote writes nothing, not even the store this pull made
+            shutil.rmtree(engine.store.path, ignore_errors=True)
+        raise
+
+
+def _pull(engine, url: str, created_store: bool) -> dict:
     with engine.store.lock():
         repo = engine.repo
         r = repo.remotes.create_anonymous(url)
@@ -941,7 +996,8 @@ def pull(engine, remote: str | None = None) -> dict:
             theirs = {n: o for n, o in _remote_refs(r).items() if _valid_ref(n)}
         except pygit2.GitError as e:
             raise Unavailable(f"cannot reach remote {url}: {e}") from e
-        _fetch_missing(repo, r, theirs)
+        _fetch_verified(engine, url, theirs)
+        repo = engine.repo
         updates, report = {}, {"created": [], "fast_forwarded": [], "local_ahead": [], "conflicts": {}}
         notes_state = None
         for name, oid in sorted(theirs.items()):

@@ -271,3 +271,36 @@ def check_tree(repo, tree_oid, seen: set | None = None, limit: int = 20) -> list
 def describe(problems: list[tuple[str, str]], cap: int = 5) -> str:
     return "; ".join(f"{p!r}: {why}" for p, why in problems[:cap]) + (
         f" (and {len(problems) - cap} more)" if len(problems) > cap else "")
+
+
+def check_history(repo, tips, have=lambda oid: False, limit: int = 20) -> list[tuple[str, str, str]]:
+    """Every problem in the trees of the commits reachable from `tips`, down to commits `have`
+    says are already trusted: [(commit hex, path, reason)]. Tags are peeled; subtrees shared by
+    many commits are walked once."""
+    seen: set = set()
+    done: set = set()
+    problems: list[tuple[str, str, str]] = []
+    stack = list(tips)
+    while stack and len(problems) < limit:
+        oid = stack.pop()
+        if oid in done or have(oid):
+            continue
+        done.add(oid)
+        try:
+            obj = repo[oid]
+        except Exception as e:  # missing or unparsable: hostile too
+            problems.append((str(oid), "", f"unreadable object ({e})"))
+            continue
+        kind = getattr(obj, "type_str", "")
+        if kind == "tag":
+            stack.append(obj.target)
+            continue
+        if kind == "tree":
+            found = check_tree(repo, obj.id, seen, limit - len(problems))
+        elif kind == "commit":
+            found = check_tree(repo, obj.tree_id, seen, limit - len(problems))
+            stack.extend(obj.parent_ids)
+        else:
+            continue
+        problems.extend((str(oid), p, why) for p, why in found)
+    return problems
