@@ -804,9 +804,9 @@ def _import_seed(engine, d: Path, rename) -> dict:
             rel = full.relative_to(files).as_posix()
             if full.is_symlink():
                 raise BadInput(f"refusing {d}: handoff contains a symlink: {rel}")
-            parts = rel.split("/")
-            if any(x in ("", ".", "..", ".git", ".checkpoints") for x in parts) or "\\" in rel or rel.startswith("/"):
-                raise BadInput(f"refusing {d}: path escapes the workspace or is reserved: {rel}")
+            why = pathsafe.check_path(rel) or ("holds a backslash" if "\\" in rel else None)
+            if why or rel.split("/")[0] == ".checkpoints":
+                raise BadInput(f"refusing {d}: path escapes the workspace or is reserved: {rel} ({why or 'the store'})")
             if n in names:
                 st = full.lstat()
                 if not stat_mod.S_ISREG(st.st_mode):
