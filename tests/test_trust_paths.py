@@ -424,7 +424,10 @@ def test_layer_write_is_verified_and_leaves_no_temporary(tiny_fs):
         with pytest.raises(OSError, match="does not hash"):
             w.write("f", b"new", pathsafe.MODE_BLOB, expect_id="0" * 40)
         w.write("f", b"new", pathsafe.MODE_BLOB, expect_id=wsfs.blob_id(b"new"))
-    assert (d / "f").read_bytes() == b"new" and os.listdir(d) == ["f"]
+    with wsfs.Workspace(d, fsync="all") as w:  # TC_RESTORE_FSYNC=all: every file synced
+        w.write("g", b"synced", pathsafe.MODE_EXEC, expect_id=wsfs.blob_id(b"synced"))
+    assert (d / "f").read_bytes() == b"new" and sorted(os.listdir(d)) == ["f", "g"]
+    assert os.stat(d / "g").st_mode & 0o111
 
 
 # ----------------------------------------------------------------------------- other file systems
@@ -470,3 +473,23 @@ def test_macos_rules_fold_unicode_normalization(tmp_path, monkeypatch):
     r = e.restore(1, apply=True)
     assert sorted(os.listdir(ws)) == [".checkpoints", "plain.txt"], os.listdir(ws)
     assert len(r["plan"]["unrestorable"]) == 2 and r["applied"], r
+
+
+def test_trajectory_checkout_with_code_goes_through_the_same_checks(victim):
+    v = victim
+    ws, store, e = v["ws"], v["store"], v["engine"]
+    step = add_step(store, v["tid"], hostile_entries(store, v["marker"], v["abs"]))
+    e.restore(step, apply=True)  # the milestone's code moment is the tampered step
+    rec = e.record(steps=[{"role": "user", "content": "go"}, {"role": "assistant", "content": "ok"}],
+                   session="s1", milestone="tampered")
+    assert rec["milestone"]["code_commit"]
+    e.restore(1, apply=True)
+    before_git = outside_state(ws / ".git")
+    before_tmp = {k: x for k, x in outside_state(v["tmp"]).items() if not k.startswith("parent/ws/")}
+    co = e.checkout("tampered", restore_code=True, apply=True)
+    r = co["restore"]
+    assert r["applied"] and r["failed"] == [], r
+    assert ".git/hooks/post-checkout" in {u["path"] for u in r["plan"]["unrestorable"]}
+    assert outside_state(ws / ".git") == before_git
+    assert {k: x for k, x in outside_state(v["tmp"]).items() if not k.startswith("parent/ws/")} == before_tmp
+    hook_check(ws, v["marker"])
