@@ -450,6 +450,8 @@ class Runner:
         def work():
             eng = engine_cls(root, progress=bridge)
             holder["engine"] = eng
+            if self.watcher is not None:  # saves refresh only what the watcher saw change
+                eng.journal = self.watcher.journal(eng.root)
             fn = getattr(eng, method, None)
             if fn is None:
                 raise _NotInBuild(tool)

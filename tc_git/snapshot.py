@@ -82,7 +82,7 @@ def take(repo: pygit2.Repository, policy: Policy, progress=None, paths=None) -> 
     if len(idx) == 0 and mempack.available() and _fits_in_memory(repo.workdir):
         with mempack.bulk_writes(repo) as (work, pack):
             return _take(work, policy, progress, pack)
-    if paths:
+    if paths is not None:  # [] too: nothing changed (the change journal says so)
         return _take(repo, policy, progress, None, paths=list(paths))
     return _take(repo, policy, progress, None)
 
@@ -219,12 +219,14 @@ class _Run:
                             out.append(prefix)
                         else:
                             self._walk_dir(start, stats, out, seen)
-                    under = self.tracked_under(prefix)
-                    out += [p for p in under if p not in seen]
-                    seen.update(under)
                 elif tracked or (st is not None and not _ignored(self.repo, start)):
                     out.append(start)
                 seen.add(start)
+                # whatever it is now, what the index holds under it is a candidate (a directory
+                # that was moved away or deleted leaves only its own event)
+                under = self.tracked_under(start + "/")
+                out += [p for p in under if p not in seen]
+                seen.update(under)
             else:
                 self._walk_dir("", stats, out, seen)
                 out += [p for p in stats if p not in seen]

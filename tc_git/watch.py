@@ -51,6 +51,7 @@ class _Root:
         self.errors = 0
         self.captures = 0
         self.registered = time.monotonic()
+        self.journal = None  # tc_git/journal.py: set when notifications (not polling) cover the root
 
     def ignored(self, path: str) -> bool:
         if not path:
@@ -105,7 +106,10 @@ class DriftWatcher:
             if st is not None:
                 self._unschedule_locked(st)
             st = _Root(root, store)
+            st.journal = _new_journal(root, store)
             st.handle, st.observer = self._schedule_locked(st)
+            if st.observer is not self.observer or self.mode == "poll":
+                st.journal = None  # polled: changes arrive late, no journal
             self.roots[root] = st
             while len(self.roots) > MAX_ROOTS:
                 oldest = min(self.roots.values(), key=lambda r: r.registered)
@@ -178,7 +182,15 @@ class DriftWatcher:
         st.handle = None
 
     # ----------------------------------------------------------------------- events
+    def journal(self, root: Path):
+        """The change journal of a watched workspace (None: not watched, or polled)."""
+        with self.lock:
+            st = self.roots.get(Path(root))
+            return st.journal if st is not None else None
+
     def on_event(self, st: _Root, paths) -> None:
+        if st.journal is not None:
+            st.journal.note([p for p in paths if p and (p == st.journal.barrier or not st.ignored(p))])
         if any(not st.ignored(p) for p in paths if p):
             now = time.monotonic()
             with self.lock:
@@ -218,6 +230,8 @@ class DriftWatcher:
 
         try:
             eng = self._engine(st.root)
+            if eng.journal is None:
+                eng.journal = st.journal
             result = eng.capture(partial=partial)
         except (NotFound, TaskClosed) as e:  # no active task any more: stop until served again
             log.info("not watching %s any more: %s", st.root, e.message)
@@ -285,6 +299,38 @@ class DriftWatcher:
                               for r, s in self.roots.items()}}
 
 
+def _new_journal(root: Path, store: Path):
+    """A change journal for `root`, if the store is inside it (the barrier file must be watched)."""
+    from .journal import BARRIER, Journal
+
+    _watch_overflows()
+    store_abs, root_abs = str(store.resolve()), str(root.resolve())
+    inside = store_abs.startswith(root_abs + os.sep)
+    return Journal(str(root), os.path.join(str(store), "tc", BARRIER) if inside else None)
+
+
+_JOURNALS_OVERFLOW = []
+
+
+def _watch_overflows() -> None:
+    """watchdog repairs its watches after an inotify queue overflow but only logs it; events were
+    lost, so every journal stops being trusted (its next snapshot is a full scan)."""
+    if _JOURNALS_OVERFLOW:
+        return
+
+    class _Overflow(logging.Handler):
+        def emit(self, record):
+            if "overflow" in record.getMessage().lower():
+                from .journal import untrust_all
+
+                untrust_all("inotify queue overflow")
+
+    h = _Overflow(logging.WARNING)
+    for name in ("watchdog.observers.inotify", "watchdog.observers.inotify_c"):
+        logging.getLogger(name).addHandler(h)
+    _JOURNALS_OVERFLOW.append(h)
+
+
 def _has_active_task(store: Path, root: Path) -> bool:
     from .store import Store
 
@@ -308,4 +354,6 @@ class _Handler:
                 paths.append(os.fsdecode(dest))
             self.watcher.on_event(self.st, paths)
         except Exception:
+            if self.st.journal is not None:
+                self.st.journal.fail("a watch event could not be handled")
             self.watcher._fail("bad watch event")

@@ -1,0 +1,259 @@
+"""The change journal (issue 14): a save that refreshes only what the watcher saw change gives the
+same tree as a full scan, judged by stock git (`git add -A && git write-tree` on a throwaway index
+over the same store, so the same info/exclude and attributes apply), under random edits,
+renames, deletes and directory moves; and every condition that makes the journal untrustworthy
+falls back to a full scan."""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import clean_env, tc, write
+
+pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
+
+
+def git_tree(ws: Path, store: Path) -> str:
+    """What stock git says the workspace's tree is (a fresh index: no stat cache involved)."""
+    with tempfile.TemporaryDirectory() as d:
+        env = clean_env(GIT_INDEX_FILE=os.path.join(d, "index"), GIT_DIR=str(store), GIT_WORK_TREE=str(ws))
+        subprocess.run(["git", "add", "-A"], env=env, check=True, capture_output=True, cwd=ws)
+        return subprocess.run(["git", "write-tree"], env=env, check=True, capture_output=True,
+                              cwd=ws).stdout.decode().strip()
+
+
+class Watched:
+    """A workspace with a task, watched by a real DriftWatcher (inotify) that never captures by
+    itself (long quiet period); `save()` goes through the journal like the MCP server's saves."""
+
+    def __init__(self, ws: Path):
+        from tc_git.engine import Engine
+        from tc_git.watch import DriftWatcher
+
+        self.ws = ws
+        self.eng = Engine(ws)
+        if not self.eng.store.exists:
+            self.eng.init("journal")
+        self.watcher = DriftWatcher(interval=3600, max_wait=3600)
+        self.watcher.watch(self.eng.root, self.eng.store.path)
+        assert self.watcher.mode == "inotify", self.watcher.mode
+
+    @property
+    def journal(self):
+        return self.watcher.journal(self.eng.root)
+
+    def save(self, title: str = "s") -> tuple[str, str]:
+        """(tree written, how it was found: journal | full)."""
+        from tc_git.engine import Engine
+
+        eng = Engine(self.ws)
+        eng.journal = self.journal
+        before = self.journal.refreshes
+        r = eng.save(title + str(time.monotonic_ns()))
+        tree = str(eng.repo[r["commit"]].tree_id)
+        return tree, "journal" if self.journal.refreshes > before else "full"
+
+    def stop(self):
+        self.watcher.stop()
+
+
+@pytest.fixture
+def watched(tmp_path):
+    ws = tmp_path / "ws"
+    for i in range(20):
+        write(ws, f"src/m{i % 4}/f{i}.py", f"v = {i}\n".encode())
+    write(ws, ".gitignore", b"*.log\nbuild/\n")
+    w = Watched(ws)
+    yield w
+    w.stop()
+
+
+# ------------------------------------------------------------------------ random operations
+NAMES = st.sampled_from(["a", "b", "c", "d", "e"])
+OPS = st.lists(st.tuples(st.sampled_from(["write", "append", "delete", "rename", "mkdir", "rmtree", "mvdir",
+                                          "file2dir", "log", "build", "chmod", "symlink"]),
+                         NAMES, NAMES, st.integers(0, 3)), min_size=1, max_size=12)
+
+
+def _files(ws: Path):  # .gitignore changes force a full scan: tested on their own below
+    return sorted(p for p in ws.rglob("*") if ".checkpoints" not in p.parts and p.name != ".gitignore"
+                  and (p.is_file() or p.is_symlink()))
+
+
+def _dirs(ws: Path):
+    return sorted(p for p in ws.rglob("*") if ".checkpoints" not in p.parts and p.is_dir() and not p.is_symlink())
+
+
+def apply(ws: Path, op, x, y, n) -> None:
+    files, dirs = _files(ws), _dirs(ws)
+    pick = (lambda seq: seq[(ord(x) + n) % len(seq)] if seq else None)
+    try:
+        if op == "write":
+            d = pick(dirs) or ws
+            (d / f"{x}{n}.txt").write_text(f"{x}{y}{n}\n" * (n + 1))
+        elif op == "append" and files:
+            f = pick(files)
+            if f.is_file() and not f.is_symlink():
+                with open(f, "a") as fh:
+                    fh.write(y)
+        elif op == "delete" and files:
+            pick(files).unlink()
+        elif op == "rename" and files:
+            f = pick(files)
+            f.rename((pick(dirs) or ws) / f"r{y}{n}")
+        elif op == "mkdir":
+            d = (pick(dirs) or ws) / f"dir{x}{y}"
+            d.mkdir(exist_ok=True)
+            (d / f"in{n}.txt").write_text(x + y)
+        elif op == "rmtree" and dirs:
+            shutil.rmtree(pick(dirs))
+        elif op == "mvdir" and dirs:
+            d = pick(dirs)
+            dst = ws / f"moved{x}{y}{n}"
+            if not dst.exists() and not str(dst).startswith(str(d) + os.sep):
+                d.rename(dst)
+        elif op == "file2dir" and files:
+            f = pick(files)
+            f.unlink()
+            f.mkdir()
+            (f / "inner.txt").write_text(y)
+        elif op == "log":
+            ((pick(dirs) or ws) / f"{x}.log").write_text(y)  # ignored
+        elif op == "build":
+            write(ws, f"build/{x}{n}.o", y.encode())  # ignored directory
+        elif op == "chmod" and files:
+            f = pick(files)
+            if f.is_file() and not f.is_symlink():
+                f.chmod(0o755 if n % 2 else 0o644)
+        elif op == "symlink":
+            link = (pick(dirs) or ws) / f"ln{x}{n}"
+            if not os.path.lexists(link):
+                os.symlink(f"target-{y}", link)
+    except (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, OSError):
+        pass  # an operation the random pick made impossible: skip it
+
+
+@settings(max_examples=int(os.environ.get("TC_JOURNAL_EXAMPLES", "12")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(OPS, min_size=2, max_size=5))
+def test_journal_trees_equal_full_scan(batches):
+    with tempfile.TemporaryDirectory(prefix="tc-journal-") as d:
+        ws = Path(d) / "ws"
+        for i in range(12):
+            write(ws, f"src/m{i % 3}/f{i}.py", f"v = {i}\n".encode())
+        write(ws, ".gitignore", b"*.log\nbuild/\n")
+        w = Watched(ws)
+        try:
+            tree, how = w.save("first")
+            assert how == "full" and tree == git_tree(ws, w.eng.store.path)
+            for ops in batches:
+                for op in ops:
+                    apply(ws, *op)
+                tree, how = w.save()
+                assert tree == git_tree(ws, w.eng.store.path), (ops, how, w.journal.status())
+                assert how == "journal", w.journal.status()
+        finally:
+            w.stop()
+
+
+# ------------------------------------------------------------------------ untrusted -> full scan
+def test_journal_used_and_correct(watched):
+    ws = watched.ws
+    assert watched.save()[1] == "full"  # a new journal knows nothing yet
+    (ws / "src/m1/f1.py").write_text("changed\n")
+    tree, how = watched.save()
+    assert how == "journal" and tree == git_tree(ws, watched.eng.store.path)
+    tree, how = watched.save()  # nothing changed
+    assert how == "journal" and tree == git_tree(ws, watched.eng.store.path)
+
+
+def test_another_process_writing_the_store_means_full_scan(watched):
+    ws = watched.ws
+    watched.save()
+    (ws / "src/m0/f0.py").write_text("by the agent\n")
+    r = tc("capture", cwd=ws, env=clean_env(TC_GIT="off"))  # another process: the CLI
+    assert r.returncode == 0, r.stderr
+    (ws / "src/m2/f2.py").write_text("more\n")
+    tree, how = watched.save()
+    assert how == "full" and tree == git_tree(ws, watched.eng.store.path)
+    assert watched.save()[1] == "journal"  # trusted again after the full scan
+
+
+def test_server_restart_means_full_scan(watched):
+    watched.save()
+    watched.stop()
+    (watched.ws / "src/m0/f4.py").write_text("while no server ran\n")
+    again = Watched(watched.ws)
+    try:
+        tree, how = again.save()
+        assert how == "full" and tree == git_tree(watched.ws, again.eng.store.path)
+    finally:
+        again.stop()
+
+
+def test_overflow_means_full_scan(watched):
+    watched.save()
+    (watched.ws / "src/m3/f3.py").write_text("lost event\n")
+    # what watchdog logs when the kernel's inotify queue overflowed (events were lost)
+    logging.getLogger("watchdog.observers.inotify_c").warning("Inotify queue overflowed; filesystem events were lost")
+    assert watched.journal.status()["trusted"] is False
+    tree, how = watched.save()
+    assert how == "full" and tree == git_tree(watched.ws, watched.eng.store.path)
+
+
+def test_too_many_paths_means_full_scan(watched, monkeypatch):
+    from tc_git import journal
+
+    watched.save()
+    monkeypatch.setattr(journal, "MAX_PATHS", 5)
+    for i in range(10):
+        write(watched.ws, f"many/f{i}.txt", b"x")
+    time.sleep(0.3)
+    tree, how = watched.save()
+    assert how == "full" and tree == git_tree(watched.ws, watched.eng.store.path)
+
+
+def test_gitignore_change_means_full_scan(watched):
+    ws = watched.ws
+    write(ws, "keep.log", b"was ignored\n")
+    watched.save()
+    (ws / ".gitignore").write_text("build/\n")  # *.log no longer ignored: keep.log appears
+    tree, how = watched.save()
+    assert how == "full" and tree == git_tree(ws, watched.eng.store.path)
+    assert "keep.log" in watched.eng.repo[tree]
+
+
+def test_store_outside_the_workspace_is_never_journalled(tmp_path):
+    from tc_git.engine import Engine
+
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", b"a\n")
+    Engine(ws).init("outside", store=str(tmp_path / "store"))
+    w = Watched(ws)
+    try:
+        w.save()
+        (ws / "a.txt").write_text("b\n")
+        tree, how = w.save()
+        assert how == "full" and tree == git_tree(ws, w.eng.store.path)
+    finally:
+        w.stop()
+
+
+def test_late_notifications_mean_full_scan(watched, monkeypatch):
+    from tc_git import journal
+
+    watched.save()
+    j = watched.journal
+    monkeypatch.setattr(j, "barrier", str(watched.ws / "nowhere" / "barrier"))  # its event never comes
+    monkeypatch.setattr(journal, "BARRIER_WAIT", 0.2)
+    (watched.ws / "src/m0/f8.py").write_text("x\n")
+    tree, how = watched.save()
+    assert how == "full" and tree == git_tree(watched.ws, watched.eng.store.path)
