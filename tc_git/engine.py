@@ -18,7 +18,7 @@ from . import restore as restore_mod
 from . import validate
 from . import snapshot as snapshot_mod
 from .errors import BadInput, Conflict, NotFound, TaskClosed
-from .policy import Policy, exclude_file, validate_excludes
+from .policy import Left, Policy, exclude_file, validate_excludes
 from .secrets import redact_fields
 from .resume import handoff_text
 from .store import POINTER_FILE, Store, atomic_write, check_root, locate
@@ -87,6 +87,8 @@ class Engine:
             current = None
         if current != text:
             atomic_write(path, text.encode(), 0o600)
+            if self.journal is not None:  # what is ignored changed: every path may mean something else
+                self.journal.untrust("exclude patterns changed")
             repo = self.store.reopen()  # libgit2 caches ignore rules per repository handle
             # add_all never drops entries that became ignored (git add -A keeps tracked files),
             # so a task whose patterns exclude more must forget them here.
@@ -98,11 +100,32 @@ class Engine:
             if gone:
                 idx.write()
         self.policy.large_cache = self.store.read_json("large-files.json", {})
-        snap = snapshot_mod.take(self.repo, self.policy, self.progress, paths)
+        snap = self._take(paths)
         if any(x.why == "large" for x in snap.left):
             keep = {k: v for k, v in self.policy.large_cache.items()
                     if any(k.startswith(x.path + "\0") for x in snap.left)}
             self.store.write_json("large-files.json", keep)
+        return snap
+
+    journal = None  # the MCP server's change journal for this workspace (tc_git/journal.py)
+
+    def _take(self, paths=None) -> snapshot_mod.Snapshot:
+        """A snapshot of `paths`, or of what the change journal says changed, or of everything."""
+        journal = self.journal
+        if journal is None:
+            return snapshot_mod.take(self.repo, self.policy, self.progress, paths)
+        refresh = journal.begin(self.store.path) if paths is None else list(paths)
+        try:
+            snap = snapshot_mod.take(self.repo, self.policy, self.progress, refresh)
+        except BaseException:
+            journal.untrust("a snapshot failed")
+            raise
+        if refresh is not None and snap.partial:
+            left, nested = journal.end(snap, self.store.path, refresh)
+            if paths is None:  # complete again: what the journal knew plus what was refreshed
+                snap.left, snap.nested, snap.partial, snap.scan = left, nested, False, "journal"
+        else:
+            journal.end(snap, self.store.path, None)
         return snap
 
     def _base(self) -> str | None:
@@ -280,6 +303,7 @@ class Engine:
                 h = tl.head()
                 tl.append("close", snap.tree, self._record(tl, h, title=f"closed after step {index}"))
             status = "closed" if close else "open"
+            self._cache_handoff(tl, snap)
         return {
             "task_id": tid, "index": index, "title": fields["title"], "commit": str(oid),
             "groups": [], "skipped_paths": self._skipped(snap), "idempotent": idempotent, "closed": bool(close),
@@ -304,21 +328,39 @@ class Engine:
                     "unchanged": None}
         return handoff.export_after_step(self, tl)
 
-    def capture(self, partial: bool = False, title: str | None = None, tool_call: dict | None = None) -> dict:
-        """Record unsaved changes as a drift (`tool_call` links it to the agent's tool call)."""
+    def capture(self, partial: bool = False, title: str | None = None, tool_call: dict | None = None,
+                paths=None) -> dict:
+        """Record unsaved changes as a drift (`tool_call` links it to the agent's tool call).
+        `paths` (workspace-relative): refresh only those, e.g. the files an Edit tool wrote."""
+        if paths is not None:
+            paths = _strings(paths, "paths")
+            if not paths or any(os.path.isabs(p) or ".." in p.split("/") for p in paths):
+                raise BadInput("paths must be a non-empty list of workspace-relative paths without '..'")
         self._require_store()
         with self.store.lock():
             tl = self._timeline()
             head = tl.head()
             if head.kind == "close":
                 raise TaskClosed(f"task {tl.task_id} is closed: nothing to capture; start a new task with tc_init")
-            snap = self._snapshot(head.record.get("task", {}))
+            snap = self._snapshot(head.record.get("task", {}), paths=paths)
+            if snap.partial:  # what the refresh did not look at is as the last record found it
+                files = head.record.get("files") or {}
+                fresh = set(paths)
+
+                def stale(p):
+                    return p in fresh or any(p.startswith(f + "/") for f in fresh)
+
+                snap.left = sorted([Left(**x) for x in files.get("left", []) if not stale(x["path"])] + snap.left,
+                                   key=lambda x: x.path)
+                snap.nested = {**{x["path"]: x.get("head") for x in files.get("nested", [])
+                                  if not stale(x["path"])}, **snap.nested}
             base = {"partial": bool(partial), "waiting": False, "skipped_paths": self._skipped(snap),
                     "unstable": snap.unstable[:MAX_LIST]}  # kept at their last version: never held still
             if self.repo[head.oid].tree_id == snap.tree:
                 return {"captured": False, "drift_id": None, "reads": 0, "commit": None, **base}
             extra = {"tool_call": tool_call} if tool_call else {}
             oid, drift_id, changed = self._drift(tl, head, snap, title=title, partial=partial, **extra)
+            self._cache_handoff(tl, snap)
         return {"captured": True, "drift_id": drift_id, "reads": changed["count"], "commit": str(oid),
                 "files": changed, **base}
 
@@ -333,7 +375,7 @@ class Engine:
         return tl.append("drift", snap.tree, rec), drift_id, changed
 
     # ------------------------------------------------------------------ read side
-    def resume(self, task_id: str | None = None, lang: str = "en") -> dict:
+    def resume(self, task_id: str | None = None, lang: str = "en", _unsaved=None) -> dict:
         tl = self._timeline(task_id)
         head = tl.head()
         task = head.record.get("task", {})
@@ -343,7 +385,7 @@ class Engine:
             cur = tl.find(str(head.step)) if head.step else None
             lr = cur.record if cur else {}
         left = {x["path"] for x in (head.record.get("files") or {}).get("left", [])}
-        paths, total = self._unsaved(head, left)
+        paths, total = self._unsaved(head, left) if _unsaved is None else _unsaved
         warnings = []
         journal = self.store.read_json("restore-journal.json", None)
         if journal and journal.get("task") == tl.task_id:
@@ -366,6 +408,18 @@ class Engine:
         info["handoff"] = handoff_text(info, lang if lang in ("en", "zh") else "en")
         info.pop("warnings")
         return info
+
+    def _cache_handoff(self, tl: Timeline, snap=None) -> None:
+        """The handoff as of this record, for the SessionStart hook (tc_git/handoff_cache.py).
+        Right after a snapshot nothing is unsaved but what did not hold still."""
+        try:
+            from . import handoff_cache
+
+            u = sorted(snap.unstable) if snap is not None else []
+            info = self.resume(tl.task_id, _unsaved=(u[:MAX_LIST], len(u)))
+            handoff_cache.write(self.store.path, tl.task_id, info["commit"], info["handoff"], info["status"])
+        except Exception:  # a cache: a save never fails over it (the hook then resumes the slow way)
+            pass
 
     def _unsaved(self, head: Entry, left: set[str]):
         try:
@@ -540,6 +594,7 @@ class Engine:
                                undo=undo_id, failed=failed[:MAX_LIST], files=after.note(), changed=changed,
                                title=title, paths=sel, undo_of=_undo_of, check=check)
             oid = tl.append("restore", after.tree, rec)
+            self._cache_handoff(tl, after)
             os.unlink(self.store.state_dir / "restore-journal.json")
         # a restore with failures is not applied: the restore point (undo) brings back what was there
         out.update({"applied": not failed, "recovered": undo_id, "undo": {"drift_id": undo_id},
