@@ -224,13 +224,26 @@ def _engine(place: Place, agent: str, session: str | None):
     return Engine(place.root, agent=agent, session=session)
 
 
-def capture_linked(engine, call: dict, title: str) -> dict:
-    """A drift whose note names the tool call that caused it, with a readable title."""
+def capture_linked(engine, call: dict, title: str, paths=None) -> dict:
+    """A drift whose note names the tool call that caused it, with a readable title (`paths`:
+    refresh only those, the files an edit tool wrote; None: the whole workspace)."""
+    if paths is not None:
+        return engine.capture(title=title, tool_call=call, paths=paths)
     return engine.capture(title=title, tool_call=call)
 
 
 # ------------------------------------------------------------------------------- events
 def on_session_start(event: dict, place: Place, agent: str) -> dict | None:
+    from .handoff_cache import read  # written at every record: no pygit2, no workspace scan
+
+    cached = read(place.store, place.task) if place.task else None
+    if cached is not None:
+        if cached.get("status") == "closed":
+            return None
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(cached.get("time") or 0))
+        text = ("tc-git: this workspace has an active checkpointed task. Where it stands "
+                f"(as of its last record, {when}; tc_resume rescans the workspace):\n" + cached["text"])
+        return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
     e = _engine(place, agent, event.get("session_id"))
     info = e.resume()
     if info.get("status") == "closed":
@@ -248,8 +261,16 @@ def on_post_tool_use(event: dict, place: Place, agent: str) -> dict | None:
     e = _engine(place, agent, event.get("session_id"))
     from .errors import TaskClosed
 
+    # an edit tool names the files it wrote: refresh just those (a shell command or an unknown
+    # tool may have written anything: the whole workspace)
+    paths = call.get("paths") if tool in EDIT_TOOLS else None
+    cwd = event.get("cwd")
+    if cwd and os.path.realpath(str(cwd)) != os.path.realpath(place.root):
+        paths = None  # a relative path would be relative to a subdirectory
+    if not paths or any(os.path.isabs(p) or ".." in p.split("/") for p in paths) or len(paths) >= 50:
+        paths = None
     try:
-        r = capture_linked(e, call, _title(call))
+        r = capture_linked(e, call, _title(call), paths)
     except TaskClosed:  # a closed task records nothing more; not an error for the agent
         return None
     log(place.store, f"PostToolUse {tool} {call.get('id', '-')}: "

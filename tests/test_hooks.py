@@ -352,7 +352,9 @@ def test_no_mcp_even_with_an_active_task(ws):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env())
     assert r.returncode == 0, r.stderr
     assert "additionalContext" in r.stdout
-    assert r.stdout.strip().splitlines()[-1] == "MODS ['pygit2']"
+    # SessionStart reads the handoff cached at the last record (no pygit2 at all); other events
+    # load pygit2
+    assert r.stdout.strip().splitlines()[-1] in ("MODS []", "MODS ['pygit2']")
 
 
 def test_locate_never_treats_home_or_root_as_a_workspace(tmp_path, monkeypatch):
