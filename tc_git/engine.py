@@ -333,7 +333,7 @@ class Engine:
         """Record unsaved changes as a drift (`tool_call` links it to the agent's tool call).
         `paths` (workspace-relative): refresh only those, e.g. the files an Edit tool wrote."""
         if paths is not None:
-            paths = _strings(paths, "paths")
+            paths = validate.strings(paths, "paths")
             if not paths or any(os.path.isabs(p) or ".." in p.split("/") for p in paths):
                 raise BadInput("paths must be a non-empty list of workspace-relative paths without '..'")
         self._require_store()
