@@ -974,6 +974,36 @@ class _nolock:
         return False
 
 
+def _watch_user_git(fn):
+    """`git.unchanged` for the whole call: the user's git directory fingerprinted before and
+    after (gitguard.py), so a restore or import that wrote anything there is reported, not only
+    the export step. TC_GIT_VERIFY=off skips it."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        if os.environ.get("TC_GIT_VERIFY", "").lower() in ("off", "0", "false", "no"):
+            return fn(self, *args, **kwargs)
+        from . import gitguard
+        from .handoff import user_gitdir
+
+        gitdir = user_gitdir(self)
+        with gitguard.watch(gitdir) as g:
+            out = fn(self, *args, **kwargs)
+        if gitdir is not None and isinstance(out, dict):
+            git = out.get("git") if isinstance(out.get("git"), dict) else {}
+            git["unchanged"] = g["unchanged"]
+            if g.get("changed"):
+                git["changed"] = g["changed"]
+            out["git"] = git
+        return out
+    return wrapper
+
+
+for _name in ("save", "restore", "undo", "import_", "pull", "checkout"):
+    if hasattr(Engine, _name):
+        setattr(Engine, _name, _watch_user_git(getattr(Engine, _name)))
+
 # Machine failures (full disk, permissions, read-only file system, nesting too deep) inside any
 # engine call become errors that say what to do (validate.SystemFault), never a traceback.
 Engine.__init__ = validate.guard(Engine.__init__)

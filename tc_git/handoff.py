@@ -20,7 +20,6 @@ on the same annotated object, ours wins).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -34,10 +33,10 @@ import pygit2
 from pygit2.enums import FileMode, ObjectType
 
 from . import bundle as bundle_mod
-from . import pathsafe
+from . import gitguard, pathsafe, validate
 from .errors import BadInput, Conflict, NotFound, TaskClosed, Unavailable
 from .secrets import redact_text
-from .store import Store, atomic_write
+from .store import Store
 from .timeline import NOTES_REF, TASK_ID_RE, TASKS_PREFIX, Timeline, entry_of, head_ref, signature
 
 CHECKPOINTS = "refs/checkpoints/"
@@ -287,63 +286,17 @@ def user_gitdir(engine) -> Path | None:
 
 
 def _common_dir(gitdir: Path) -> Path:
-    f = gitdir / "commondir"
-    if f.is_file():
-        return (gitdir / f.read_text().strip()).resolve()
-    return gitdir
+    return gitguard.common_dir(gitdir)
 
 
-def _hash(p: Path):
-    try:
-        h = hashlib.sha256()
-        with open(p, "rb") as f:
-            for b in iter(lambda: f.read(1 << 20), b""):
-                h.update(b)
-        return h.hexdigest()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return None
-
-
+# What must not change in the user's repository (everything outside objects/ and our refs):
+# one definition in gitguard.py, also used around every writing engine call.
 def fingerprint(gitdir: Path) -> dict:
-    """What must not change in the user's repository, read from files only (no `git status`,
-    which refreshes and may rewrite the index): HEAD, index bytes, config, every ref outside our
-    namespaces (loose and packed), the stash and its reflog, hooks, info/exclude."""
-    gitdir = Path(gitdir)
-    common = _common_dir(gitdir)
-    fp: dict = {}
-    for label, p in (("HEAD", gitdir / "HEAD"), ("index", gitdir / "index"), ("logs/HEAD", gitdir / "logs" / "HEAD"),
-                     ("config", common / "config"), ("stash-log", common / "logs" / "refs" / "stash"),
-                     ("info/exclude", common / "info" / "exclude"), ("shallow", common / "shallow")):
-        fp[label] = _hash(p)
-    try:
-        packed = (common / "packed-refs").read_text(errors="replace").splitlines()
-        fp["packed-refs"] = [x for x in packed if " refs/checkpoints/" not in x and not x.endswith(" " + NOTES_REF)]
-    except FileNotFoundError:
-        fp["packed-refs"] = None
-    refs = {}
-    base = common / "refs"
-    for dirpath, _dirs, files in os.walk(base):
-        rel_dir = os.path.relpath(dirpath, common)
-        for f in files:
-            name = f"{rel_dir}/{f}".replace(os.sep, "/")
-            if _is_ours(name) or name.endswith(".lock"):
-                continue
-            refs[name] = _hash(Path(dirpath) / f)
-    fp["refs"] = refs
-    hooks = {}
-    hdir = common / "hooks"
-    if hdir.is_dir():
-        for dirpath, _dirs, files in os.walk(hdir):
-            for f in files:
-                p = Path(dirpath) / f
-                with contextlib.suppress(OSError):
-                    hooks[str(p.relative_to(hdir))] = (stat_mod.S_IMODE(p.lstat().st_mode), _hash(p))
-    fp["hooks"] = hooks
-    return fp
+    return gitguard.fingerprint(gitdir)
 
 
 def _diff_fp(a: dict, b: dict) -> list[str]:
-    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    return gitguard.diff(a, b)
 
 
 def sync_into_repo(src: pygit2.Repository, gitdir: Path, refs: dict[str, pygit2.Oid]) -> dict:
@@ -431,6 +384,9 @@ def _bundle_path(to, task_id: str) -> Path:
     if to is None or str(to).strip() == "":
         raise BadInput("to is required: an existing directory, or a file path ending in .bundle")
     p = Path(os.path.expanduser(str(to))).resolve()
+    g = validate.git_dir_of(p if p.is_dir() else p.parent)
+    if g is not None:  # a bundle or HANDOFF.md in .git/hooks or a store is never what anyone wants
+        raise BadInput(f"export destination {p} is inside the git directory {g}: choose a directory outside it")
     if p.is_dir():
         p = p / f"{task_id}.bundle"
         n = 2
@@ -445,6 +401,33 @@ def _bundle_path(to, task_id: str) -> Path:
     if p.exists():
         raise BadInput(f"{p} already exists: choose another name or remove it")
     return p
+
+
+def _write_handoff(dest: Path, task_id: str, data: bytes) -> tuple[Path, str | None]:
+    """Write the handoff text next to the bundle under a name that does not exist yet: an
+    existing HANDOFF.md (the user's, or an earlier export's) is never overwritten. Created
+    with O_EXCL, so a file appearing meanwhile is not overwritten either."""
+    first = dest.with_name("HANDOFF.md") if dest.name == f"{task_id}.bundle" else dest.with_suffix(".HANDOFF.md")
+    stem = dest.name[: -len(".bundle")]
+    names = [first, dest.with_name(f"{stem}.HANDOFF.md")] + [dest.with_name(f"{stem}.HANDOFF.{n}.md")
+                                                              for n in range(2, 1000)]
+    for md in dict.fromkeys(names):
+        try:
+            fd = os.open(md, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except FileExistsError:
+            continue
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except BaseException:
+            os.close(fd)
+            os.unlink(md)
+            raise
+        os.close(fd)
+        note = None if md == first else f"{first.name} already exists and was left untouched; the handoff is in {md.name}"
+        return md, note
+    raise BadInput(f"too many handoff files next to {dest}: clean up {dest.parent}")
 
 
 def handoff_markdown(info: dict, bundle: Path, refs: dict, incremental: bool) -> str:
@@ -505,9 +488,9 @@ def export(engine, to, since=None, task_id: str | None = None) -> dict:
             tips = set(h.refs.values()) | {p for p, _ in h.prerequisites}
             prereqs = sorted(t for t in tips if t in repo and repo[t].type == ObjectType.COMMIT)
         stats = bundle_mod.write_bundle(repo, dest, {k: str(v) for k, v in refs.items()}, prereqs)
-    md = dest.with_name("HANDOFF.md") if dest.name == f"{tl.task_id}.bundle" else dest.with_suffix(".HANDOFF.md")
-    atomic_write(md, handoff_markdown(info, dest, refs, bool(prereqs)).encode(), 0o644)
+    md, note = _write_handoff(dest, tl.task_id, handoff_markdown(info, dest, refs, bool(prereqs)).encode())
     return {"task_id": tl.task_id, "path": str(dest), "handoff": str(md), "refs": {k: str(v) for k, v in refs.items()},
+            **({"note": note} if note else {}),
             "prerequisites": prereqs, "incremental": bool(prereqs), "captured": captured,
             "objects": stats["objects"], "bytes": stats["bytes"], "seconds": round(time.perf_counter() - t0, 3),
             "continue": f"tc import {dest}"}

@@ -13,6 +13,8 @@ def _h_export(r: dict) -> str:
          f"{', incremental' if r['incremental'] else ''}) and {r['handoff']}")
     if r.get("captured"):
         s += f"\n  unsaved work recorded first as drift {r['captured']}"
+    if r.get("note"):
+        s += f"\n  note: {r['note']}"
     return s + f"\n  continue elsewhere with: {r['continue']}"
 
 

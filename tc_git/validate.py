@@ -114,7 +114,7 @@ def ident(value, name: str, pattern: re.Pattern, what: str, none_ok: bool = True
 SYSTEM_DIRS = ("/dev", "/proc", "/sys", "/run")
 
 
-def _git_dir_of(p: Path) -> Path | None:
+def git_dir_of(p: Path) -> Path | None:
     """The git directory `p` is, or is inside: a `.git` component (any case), or a directory
     laid out as one (HEAD file + objects/ + refs/: a bare repository or a tc-git store)."""
     for a in (p, *p.parents):
@@ -160,7 +160,7 @@ def root(value) -> Path:
         if p == s or s in p.parents:
             raise UnsafeRoot(f"root {p} is under {sysdir}, a system directory (devices, kernel or runtime "
                              "state): refusing; pass a project directory")
-    g = _git_dir_of(p)
+    g = git_dir_of(p)
     if g is not None:
         kind = "a tc-git store" if (g / "tc").is_dir() else "a git directory"
         raise UnsafeRoot(f"root {p} is inside {kind} ({g}), not a workspace: pass the project directory "
