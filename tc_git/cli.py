@@ -215,7 +215,10 @@ def _human(cmd: str, r: dict) -> str:
     if cmd in ("restore", "undo"):
         p = r["plan"]
         what = r["target"] + (f" ({', '.join(r['paths'])})" if r.get("paths") else "")
-        if r.get("undo_of"):
+        if r.get("recovered") and not r["applied"]:  # applied with failures: say so, never "preview"
+            head = (f"{'undo' if r.get('undo_of') else 'restore'} to {what} INCOMPLETE: "
+                    f"{len(r.get('failed') or [])} path(s) failed (below), none half-written; undo with: tc undo")
+        elif r.get("undo_of"):
             head = (f"undid restore {r['undo_of'][:10]}: back to {what}; redo with: tc undo" if r["applied"]
                     else f"preview of undoing restore {r['undo_of'][:10]} (nothing written)")
         else:

@@ -548,8 +548,12 @@ class Engine:
             target_tree = self.repo[target.oid].tree
             if sel:
                 self._check_selection(sel, self.repo[snap.tree], target_tree, target.id, left)
-            plan = restore_mod.screen(restore_mod.make_plan(self.repo, self.repo[snap.tree], target_tree, left, sel),
-                                      self.repo.workdir)
+            try:
+                plan = restore_mod.screen(restore_mod.make_plan(self.repo, self.repo[snap.tree], target_tree, left,
+                                                                sel), self.repo.workdir)
+            except pygit2.GitError as e:  # a tree libgit2 cannot parse: a corrupt or tampered store
+                raise BadInput(f"{target.id} cannot be restored: its tree is unreadable ({e}); nothing was written. "
+                               f"`git --git-dir={self.store.path} fsck` names the broken object") from None
             out = {"applied": False, "recovered": None, "target": target.id, "target_commit": str(target.oid),
                    "plan": plan.as_dict(limit), "skipped_paths": self._skipped(snap), "paths": sel,
                    "not_in_target": self._left_out(tl.record(target.oid), limit),

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env, fsck, git, tree_state, write
+from conftest import clean_env, fsck, git, tc, tree_state, write
 from tc_git import pathsafe, wsfs
 from tc_git.engine import Engine
 
@@ -411,6 +411,13 @@ def test_full_disk_restore_fails_cleanly_and_undo_is_exact(tiny_fs, tmp_path):
     assert rec == b"small now\n" * 1000
     u = e.restore(drift_id=r["recovered"], apply=True)
     assert u["applied"] and u["failed"] == [] and tree_state(ws) == pre
+    # the CLI says so too (never "preview"), and its undo is exact as well
+    out = tc("restore", "1", "--apply", cwd=ws, env=clean_env(TC_STORE=tmp_path / "store"))
+    text = out.stdout.decode()
+    assert "INCOMPLETE" in text and "failed   big.bin" in text, text
+    assert not [p for p in os.listdir(ws) if ".tc-" in p]
+    tc("undo", cwd=ws, env=clean_env(TC_STORE=tmp_path / "store"), check=True)
+    assert tree_state(ws) == pre
     fsck(tmp_path / "store")
 
 
@@ -493,3 +500,25 @@ def test_trajectory_checkout_with_code_goes_through_the_same_checks(victim):
     assert outside_state(ws / ".git") == before_git
     assert {k: x for k, x in outside_state(v["tmp"]).items() if not k.startswith("parent/ws/")} == before_tmp
     hook_check(ws, v["marker"])
+
+
+def test_unparsable_tree_is_a_clear_error_with_nothing_written(tmp_path):
+    """A raw tree entry whose name holds a NUL cannot even be parsed: a clear error, not a crash."""
+    from tc_git.errors import BadInput
+
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", "a\n")
+    e = Engine(ws)
+    e.init("nul")
+    e.save("one")
+    store = ws / ".checkpoints"
+    b = bytes.fromhex(blob(store, b"z\n"))
+    bad = git(store, "hash-object", "-w", "--stdin", "-t", "tree", "--literally",
+              input=b"100644 a\0b\0" + b).decode().strip()
+    import pygit2
+    assert "unreadable" in pathsafe.check_tree(pygit2.Repository(str(store)), bad)[0][1]
+    step = add_step(store, e.store.active_task(), [(b"40000", b"nul", bad)])
+    before = tree_state(ws)
+    with pytest.raises(BadInput, match="unreadable"):
+        e.restore(step, apply=True)
+    assert tree_state(ws) == before
