@@ -148,6 +148,8 @@ def _resume_session(args) -> dict:
     def run(e):
         e._require_store()
         records = replay(e.repo, args.point, image_data=True)
+        if args.drop_thinking:  # the recording keeps no signatures; an API may refuse unsigned thinking
+            records = [r for r in records if r.get("kind") != "thinking"] or records[-1:]
         out = write_session(records, args.client, str(e.root), session_id=args.session_id)
         out.update(point=args.point, event=records[-1]["id"], restore=None)
         if args.code:
@@ -235,4 +237,6 @@ def setup(sub) -> None:
     p.add_argument("--code", action="store_true", help="also restore the linked code (preview unless --apply)")
     p.add_argument("--apply", action="store_true")
     p.add_argument("--session-id", default=None, help="id of the new session (default: a new UUID)")
+    p.add_argument("--drop-thinking", action="store_true",
+                   help="leave thinking/reasoning out (they are written unsigned; use if the API refuses them)")
     p.set_defaults(func=_resume_session, human=_h_resume)

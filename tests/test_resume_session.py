@@ -152,6 +152,15 @@ def test_cli_writes_where_the_client_looks_and_restores_code(tmp_path):
     rel = Path(got["path"]).relative_to(tmp_path / "codex" / "sessions")
     assert len(rel.parts) == 4 and rel.name.startswith("rollout-") and rel.name.endswith(f"{got['session_id']}.jsonl")
     assert got["command"] == f"codex resume {got['session_id']}"
+    # --drop-thinking: the same conversation without thinking, still one connected chain
+    r2 = e.record(transcript=str(TRANSCRIPTS / "claude-fasthooks-1.jsonl"), milestone="m2")
+    out = subprocess.run(tc + ["--root", str(ws), "--json", "resume-session", "m2", "--client", "claude",
+                               "--drop-thinking"], capture_output=True, env=env)
+    assert out.returncode == 0, out.stderr
+    back = T.read_transcript(json.loads(out.stdout)["path"])
+    kinds = [ev.kind for ev in back.events]
+    assert "thinking" not in kinds and len(kinds) == r2["events"] - 12
+    assert sum(1 for ev in back.events if ev.parent is None) == 1
     # bad input: a clear error, nothing written
     out = subprocess.run(tc + ["--root", str(ws), "resume-session", "no-such-point", "--client", "claude"],
                          capture_output=True, env=env)

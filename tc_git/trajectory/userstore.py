@@ -48,14 +48,25 @@ def record_session(transcript: str | os.PathLike, project: str | os.PathLike, *,
                    session: str | None = None) -> dict:
     """Record a transcript into the user-level store under `project`. Idempotent, incremental."""
     from .readers import read_transcript
-    from .recorder import record
+    from .recorder import SESSIONS_PREFIX, publish, record, session_name
 
     st = open_user_store(project, create=True)
     tr = read_transcript(str(transcript), session_id=session)
     if agent:
         tr.agent = agent
     with st.lock():
-        res = record(st.repo, tr)
+        prefix = f"{SESSIONS_PREFIX}{session_name(tr.agent, tr.session_id)}/"
+        if len(tr.events) < 200 or any(r.startswith(prefix) for r in st.repo.references):
+            res = record(st.repo, tr)
+        else:  # a long first recording goes to one pack, as Engine.record does
+            from .. import mempack
+
+            with mempack.bulk_writes(st.repo) as (work, pack):
+                res = record(work, tr, update_refs=False)
+                if pack is not None and res.new_commits:
+                    pack.flush()  # objects durable before any ref names them
+            st.reopen()
+            publish(st.repo, res)
         index = st.read_json("projects.json", {})
         key = st.workspace.as_posix()
         index.setdefault(key, {})[res.session] = {"transcript": os.fspath(transcript), "recorded": time.time(),
