@@ -1,0 +1,82 @@
+"""A corpus of real source for the secrets precision test: unpacked sdists of widely used PyPI
+packages at pinned versions, downloaded once with pip into ~/.cache/tc-git-tests/sdists and
+reused (never vendored). Pure-Python build backends only: pip prepares an sdist's metadata
+while downloading it, and meson/maturin packages would need a compiler toolchain for that."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+CACHE = Path(os.environ.get("TC_TEST_CACHE", Path.home() / ".cache" / "tc-git-tests")) / "sdists"
+
+PINNED = [
+    "requests==2.32.3", "Django==5.1.4", "Flask==3.1.0", "SQLAlchemy==2.0.36", "boto3==1.35.90",
+    "botocore==1.35.90", "paramiko==3.5.0", "urllib3==2.3.0", "pytest==8.3.4", "Sphinx==8.1.3",
+    "Jinja2==3.1.5", "click==8.1.8", "Werkzeug==3.1.3", "PyYAML==6.0.2", "attrs==24.3.0",
+    "httpx==0.28.1", "aiohttp==3.11.11", "rich==13.9.4", "Pygments==2.18.0", "tornado==6.4.2",
+    "redis==5.2.1", "google-auth==2.37.0", "oauthlib==3.2.2", "PyJWT==2.10.1", "setuptools==75.6.0",
+    "docutils==0.21.2", "celery==5.4.0", "pip==24.3.1", "packaging==24.2", "idna==3.10",
+    "certifi==2024.12.14", "itsdangerous==2.2.0", "sqlparse==0.5.3", "asgiref==3.8.1",
+    "python-dateutil==2.9.0.post0", "pytz==2024.2", "jmespath==1.0.1", "s3transfer==0.10.4",
+    "rsa==4.9", "pyasn1==0.6.1", "invoke==2.2.0", "fabric==3.2.2", "Scrapy==2.12.0",
+    "ansible-core==2.18.1",
+]
+
+
+def _norm(name: str) -> str:
+    return name.lower().replace("-", "_").replace(".", "_")
+
+
+def _archive(spec: str) -> Path | None:
+    name, ver = spec.split("==")
+    for p in CACHE.glob("*"):
+        stem = p.name
+        for ext in (".tar.gz", ".zip", ".tgz"):
+            if stem.endswith(ext) and _norm(stem[: -len(ext)]) == _norm(f"{name}-{ver}"):
+                return p
+    return None
+
+
+def ensure(specs=PINNED, timeout: int = 300) -> list[tuple[str, Path]]:
+    """(spec, unpacked dir) for every spec that is (or can be) downloaded; skips failures."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    out = []
+    for spec in specs:
+        arc = _archive(spec)
+        if arc is None:
+            name = spec.split("==")[0]
+            try:
+                subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", name,
+                                spec, "-d", str(CACHE)], check=True, timeout=timeout,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            except (subprocess.SubprocessError, OSError):
+                continue
+            arc = _archive(spec)
+            if arc is None:
+                continue
+        dest = CACHE / "unpacked" / _norm(spec.replace("==", "-"))
+        if not (dest / ".complete").exists():
+            dest.mkdir(parents=True, exist_ok=True)
+            if arc.name.endswith(".zip"):
+                with zipfile.ZipFile(arc) as z:
+                    z.extractall(dest)
+            else:
+                with tarfile.open(arc) as t:
+                    t.extractall(dest, filter="data")
+            (dest / ".complete").write_text("")
+        out.append((spec, dest))
+    return out
+
+
+def files(root: Path):
+    for dirpath, dirs, names in os.walk(root):
+        dirs.sort()
+        for n in sorted(names):
+            if n == ".complete":
+                continue
+            full = os.path.join(dirpath, n)
+            yield os.path.relpath(full, root).replace(os.sep, "/")
