@@ -30,7 +30,7 @@ EXPECTED = {
     "claude-daaain-2.jsonl": (6, ["agent-e1c84ba5", "main"], 1),  # orphan result joins its sidechain
     "claude-daaain-3.jsonl": (20, ["agent-showcol1", "agent-showcol2", "main"], 6),  # + subagents/
     "claude-daaain-3-subagent-showcol2.jsonl": (4, ["agent-showcol2"], 1),
-    "claude-agentsessions-1.jsonl": (34, ["fork-*", "fork-*", "main"], 1),  # 2 of 3 pairs lack ids
+    "claude-agentsessions-1.jsonl": (34, ["fork-*", "fork-*", "main", "sidechain"], 1),  # 2 of 3 pairs lack ids
     "codex-agentsessions-1.jsonl": (26, ["main"], 5),  # 1 result precedes its (trimmed) call
     "codex-localpush-1.jsonl": (286, ["main"], 118),  # + 26 thinking (reasoning summaries)
 }

@@ -190,6 +190,8 @@ def _check(repo, path: Path, expected: dict, tmp_path: Path) -> None:
     for k in ("user", "assistant", "thinking", "tool_call", "tool_result"):
         assert kinds[k] == expected["counts"][k], (k, dict(kinds), dict(expected["counts"]))
     assert res.events == len(records), "every event is reachable from a branch ref"
+    if any(not r.get("sidechain") for r in records.values()):
+        assert "main" in tips, sorted(tips)  # the main line has a name even if a subagent ends it
 
     # forks: exactly the rewinds the file holds (0 when it has none)
     if path.name not in INCOHERENT:

@@ -258,7 +258,9 @@ def _branch_names(events: list[Event], commits: dict[str, str]) -> dict[str, str
     """Name every leaf: the latest leaf of each lane gets the lane's name (`main`,
     `agent-<id>`), other leaves `[<lane>-]fork-<first event after the divergence>`."""
     by_key = {e.key: e for e in events}
-    has_child = {e.parent for e in events if e.parent}
+    # a leaf of a lane: no child in the same lane (a spawn call whose subagent is all that
+    # follows it still ends the main line, so `main` exists)
+    has_child = {e.parent for e in events if e.parent and e.parent in by_key and by_key[e.parent].lane == e.lane}
     leaves = [e for e in events if e.key not in has_child]
     primaries: dict[str, Event] = {}
     for leaf in leaves:
