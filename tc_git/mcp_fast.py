@@ -85,6 +85,69 @@ def main(argv=None) -> None:
     FastFront(cache).run()
 
 
+class Wire:
+    """The JSON-RPC output: whole lines, one writer at a time (the SDK's writer and the input
+    screen below may both answer)."""
+
+    def __init__(self, raw):
+        self.raw, self.lock = raw, threading.Lock()
+
+    def write_line(self, data: bytes) -> None:
+        with self.lock:
+            self.raw.write(data.rstrip(b"\n") + b"\n")
+            self.raw.flush()
+
+    def send(self, msg: dict) -> None:
+        self.write_line(json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def claim_wire():
+    """Private copies of stdin/stdout for the JSON-RPC stream; fd 0 then reads EOF and fd 1 goes to
+    stderr, so nothing printed by an import, a library or a tool can corrupt the stream."""
+    wire_in = os.fdopen(os.dup(0), "rb")
+    wire_out = Wire(os.fdopen(os.dup(1), "wb"))
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    return wire_in, wire_out
+
+
+def screen(line: bytes, out: Wire) -> bytes | None:
+    """A message whose strings are not valid Unicode (a lone UTF-16 surrogate escape such as
+    `\\udce9`) is rejected by the SDK's JSON parser without an answer, so its caller would wait
+    forever: answer it here with an error naming the fix, and drop it. Others pass unchanged."""
+    if b"\\ud" not in line and b"\\uD" not in line:
+        return line
+    try:
+        msg = json.loads(line)  # Python keeps a lone surrogate; a valid pair becomes one character
+    except ValueError:
+        return line
+
+    def bad(x) -> bool:
+        if isinstance(x, str):
+            return any(0xD800 <= ord(c) <= 0xDFFF for c in x)
+        if isinstance(x, dict):
+            return any(bad(k) or bad(v) for k, v in x.items())
+        if isinstance(x, list):
+            return any(bad(v) for v in x)
+        return False
+
+    if not bad(msg):
+        return line
+    if isinstance(msg, dict) and "id" in msg and "method" in msg and not bad(msg["id"]):
+        text = ("a string in the request holds a lone UTF-16 surrogate (not valid Unicode); pass a file "
+                "name that is not UTF-8 exactly as tc-git shows it, git-quoted with octal bytes: "
+                "\"caf\\351.txt\"")
+        if msg["method"] == "tools/call":  # a tool result the agent sees, like every tool failure
+            out.send({"jsonrpc": "2.0", "id": msg["id"], "result": {
+                "content": [{"type": "text", "text": text + " [bad_input]"}], "isError": True,
+                "_meta": {"tc-git/code": "bad_input"}}})
+        else:
+            out.send({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32602, "message": "invalid params: " + text}})
+    return None
+
+
 class FastFront:
     def __init__(self, cache: dict):
         self.cache = cache
@@ -100,14 +163,7 @@ class FastFront:
             self.error = e
 
     def run(self) -> None:
-        # Own private copies of the wire; fd 0 reads EOF and fd 1 goes to stderr from here on, so
-        # nothing printed by an import (or later by a tool) can corrupt the JSON-RPC stream.
-        self.wire_in = os.fdopen(os.dup(0), "rb")
-        self.wire_out = os.fdopen(os.dup(1), "wb")
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
-        os.dup2(2, 1)
+        self.wire_in, self.wire_out = claim_wire()
         self.warm.start()
         prelude: list[bytes] = []
         init_id = version = None
@@ -116,6 +172,9 @@ class FastFront:
             if not line:
                 return  # the client went away before asking for more than the list
             if not line.strip():
+                continue
+            line = screen(line, self.wire_out)
+            if line is None:
                 continue
             try:
                 msg = json.loads(line)
@@ -141,9 +200,7 @@ class FastFront:
                 return self.handover(prelude + [line], init_id)
 
     def send(self, msg_id, result: dict) -> None:
-        self.wire_out.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": result},
-                                       ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
-        self.wire_out.flush()
+        self.wire_out.send({"jsonrpc": "2.0", "id": msg_id, "result": result})
 
     def handover(self, prelude: list[bytes], init_id) -> None:
         self.warm.join()

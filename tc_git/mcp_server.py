@@ -927,7 +927,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         return ("Record the step you just completed: call tc_save with title (one line: what was done), "
                 "conclusion (what was learned or decided), verified (checks that passed), open_questions "
                 "(what is still unresolved) and next (the next step, for whoever resumes)."
-                + (f" Mention: {note}" if note else ""))
+                + (f" Mention: {jsonsafe.text_out(note)}" if note else ""))
 
     for tool in mcp._tool_manager.list_tools():
         tool.description = _one_paragraph(tool.description)
@@ -1019,15 +1019,22 @@ def _write_fast_cache(server: TcServer) -> None:
 class _ReplayIn(io.TextIOBase):
     """stdin for the SDK after a handover: the requests already seen, then the wire."""
 
-    def __init__(self, prelude: list[bytes], wire):
-        self.prelude, self.wire = list(prelude), wire
-
     def readable(self) -> bool:
         return True
 
+    def __init__(self, prelude: list[bytes], wire, out):
+        self.prelude, self.wire, self.out = list(prelude), wire, out
+
     def readline(self, size=-1) -> str:
-        raw = self.prelude.pop(0) if self.prelude else self.wire.readline()
-        return raw.decode("utf-8", "replace")
+        from .mcp_fast import screen
+
+        while True:
+            raw = self.prelude.pop(0) if self.prelude else self.wire.readline()
+            if not raw:
+                return ""
+            raw = screen(raw, self.out)  # lone surrogates: answered there, never reach the SDK
+            if raw is not None:
+                return raw.decode("utf-8", "replace")
 
 
 class _DropFirstAnswer(io.TextIOBase):
@@ -1051,23 +1058,24 @@ class _DropFirstAnswer(io.TextIOBase):
                 if isinstance(msg, dict) and msg.get("id") == self.drop and ("result" in msg or "error" in msg):
                     self.dropping = False
                     continue
-            self.wire.write(line.encode("utf-8") + b"\n")
+            self.wire.write_line(line.encode("utf-8"))
         return len(s)
 
     def flush(self) -> None:
-        self.wire.flush()
+        pass  # every line is flushed as it is written
 
 
-def run_handover(prelude: list[bytes], wire_in, wire_out, drop_id) -> None:
+def run_handover(prelude: list[bytes], wire_in, wire_out, drop_id, fast: bool = True) -> None:
     """Serve the rest of a session that mcp_fast began (see its docstring)."""
     from mcp.server.stdio import stdio_server
 
-    _setup_logging()
+    if fast:  # (a full start has set up logging already)
+        _setup_logging()
+        log.info("tc-mcp %s on stdio (pid %d, fast start)", __version__, os.getpid())
     server = _PREBUILT[0] if _PREBUILT else build_server()
-    log.info("tc-mcp %s on stdio (pid %d, fast start)", __version__, os.getpid())
 
     async def serve():
-        stdin = anyio.wrap_file(_ReplayIn(prelude, wire_in))
+        stdin = anyio.wrap_file(_ReplayIn(prelude, wire_in, wire_out))
         stdout = anyio.wrap_file(_DropFirstAnswer(wire_out, drop_id))
         async with stdio_server(stdin, stdout) as (read_stream, write_stream):
             low = server._lowlevel_server
@@ -1092,14 +1100,15 @@ def main(argv=None) -> None:
     if argv:
         print(f"tc-mcp: unknown arguments {argv!r} (try --help)", file=sys.stderr)
         sys.exit(2)
+    from .mcp_fast import claim_wire
+
     _setup_logging()
     server = build_server()
     _write_fast_cache(server)
     log.info("tc-mcp %s on stdio (pid %d)", __version__, os.getpid())
-    try:
-        server.run("stdio")
-    except KeyboardInterrupt:
-        pass
+    _PREBUILT[:] = [server]
+    wire_in, wire_out = claim_wire()
+    run_handover([], wire_in, wire_out, None, fast=False)  # the same stream guards as after a fast start
 
 
 if __name__ == "__main__":

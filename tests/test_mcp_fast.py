@@ -104,3 +104,35 @@ def test_fast_start_survives_garbage_and_a_broken_cache(env, tmp_path):
     assert w.ask(INIT)["result"]["serverInfo"]["name"] == "tc-git"
     assert w.close() == 0
     assert all(json.loads(f.read_text())["tools"] for f in (tmp_path / "cache").glob("mcp-*.json"))
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_hostile_strings_are_answered(env, tmp_path, fast):
+    """Lone UTF-16 surrogates anywhere in a request (which the SDK's parser refuses without an
+    answer), unknown names, odd roots: every request gets an answer, the server keeps answering ping."""
+    if fast:
+        session(env, tmp_path, fast=False)  # writes the cache
+    w = Wire([sys.executable, "-m", "tc_git"], dict(env, TC_MCP_FAST="on" if fast else "off"), tmp_path)
+    w.ask(INIT)
+    w.send(INITIALIZED)
+    root = json.dumps(str(tmp_path))
+    calls = [('tools/call', '{"name":"tc_init","arguments":{"root":%s,"name":"a\\udce9b"}}' % root),
+             ('tools/call', '{"name":"tc_\\udce9","arguments":{}}'),
+             ('tools/call', '{"name":"tc_show","arguments":{"root":%s,"x\\ud800":1}}' % root),
+             ('tools/call', '{"name":"tc_resume","arguments":{"root":"/tmp/no\\udce9where"}}'),
+             ('tools/call', '{"name":"tc_init","arguments":{"root":%s,"name":"ok \\ud83d\\ude00"}}' % root),
+             ('tools/call', '{"name":"tc_save","arguments":{"root":%s,"title":"x","close":"yes"}}' % root),
+             ('prompts/get', '{"name":"save-step","arguments":{"note":"\\udfff"}}'),
+             ('resources/read', '{"uri":"tc://\\udce9"}'),
+             ('resources/read', '{"uri":"tc://resume"}')]
+    for i, (method, params) in enumerate(calls, 10):
+        w.send(b'{"jsonrpc":"2.0","id":%d,"method":"%s","params":%s}' % (i, method.encode(), params.encode()))
+        while True:
+            reply = json.loads(w.p.stdout.readline())
+            if reply.get("id") == i:
+                break
+        assert "result" in reply or "error" in reply, reply
+        if method == "tools/call" and i != 14:
+            assert reply["result"]["isError"] is True, reply
+        assert w.ask({"jsonrpc": "2.0", "id": 100 + i, "method": "ping"})["result"] == {}
+    assert w.close() == 0
