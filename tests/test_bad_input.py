@@ -385,3 +385,45 @@ async def test_disk_full_over_mcp(tmp_path):
         deep.mkdir(parents=True)
         (deep / "f.txt").write_text("deep\n")
         assert ok(await c.call_tool("tc_save", {"root": root, "title": "deep"}))["index"] == 2
+
+
+@pytest.mark.anyio
+async def test_read_only_and_permission_denied_over_mcp(tmp_path):
+    """The real server started in a namespace where the store is read-only (EROFS), then as an
+    unprivileged user who cannot write the objects directory (EACCES): each save is an isError
+    with the code and what to do; afterwards the same task saves normally."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    write(ws, "a.txt", "a\n")
+    env = clean_env(TC_GIT="off")
+    assert tc("-C", ws, "init", "t", env=env).returncode == 0
+    assert tc("-C", ws, "save", "one", env=env).returncode == 0
+    write(ws, "a.txt", "changed\n")
+    store = ws / ".checkpoints"
+    before = dir_fingerprint(store)
+    server = [sys.executable, "-m", "tc_git"]
+    ran = []
+    ns = _userns(["-rm"])
+    if ns is not None:
+        cmd = [*ns, "sh", "-c", 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"',
+               str(store), *server]
+        async with stdio(cmd) as c:
+            is_err(await c.call_tool("tc_save", {"root": str(ws), "title": "two"}), "read_only", "read-only")
+        ran.append("erofs")
+    user = _userns(["--user", "--map-user=1000", "--map-group=1000"]) if os.geteuid() == 0 else []
+    if user is not None:
+        os.chmod(store / "objects", 0o500)
+        try:
+            async with stdio([*user, *server]) as c:
+                is_err(await c.call_tool("tc_save", {"root": str(ws), "title": "two"}), "permission",
+                       "permission denied")
+        finally:
+            os.chmod(store / "objects", 0o700)
+        ran.append("eacces")
+    if not ran:
+        pytest.skip("neither a mount namespace nor an unprivileged user is available here")
+    after = dir_fingerprint(store)
+    assert set(diff_fingerprints(before, after)) <= {b"tc", b"tc/server.log"}, diff_fingerprints(before, after)
+    async with stdio() as c:
+        r = ok(await c.call_tool("tc_save", {"root": str(ws), "title": "two"}))
+        assert r["index"] == 2 and r["status"] == "open"

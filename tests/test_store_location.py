@@ -174,3 +174,53 @@ def test_bad_pointer_files(tmp_path):
     with pytest.raises(UnsafeRoot):
         Engine(ws)
     assert sorted(os.listdir(ws)) == [".task-checkpoint-store.json"]
+
+
+HOOK_EVENTS = ("SessionStart", "PostToolUse", "PreCompact", "Stop", "SessionEnd")
+
+
+@pytest.mark.parametrize("case", ["relative .git", ".checkpoints -> .git"])
+def test_hooks_in_a_planted_clone_leave_dot_git_alone(tmp_path, case):
+    """The hooks run by themselves in whatever repository the agent opened: each event in a
+    clone with a planted pointer or link exits quietly and writes nothing into `.git`."""
+    import sys
+
+    ws = clone_with(tmp_path, POINTERS[case])
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(json.dumps({"type": "user", "uuid": "u1", "sessionId": "s1", "message":
+                                      {"role": "user", "content": "hi"}, "timestamp": "2026-01-01T00:00:00Z"}) + "\n")
+    before = dir_fingerprint(ws / ".git")
+    xdg = tmp_path / "xdg"
+    for name in HOOK_EVENTS:
+        ev = {"session_id": "s1", "transcript_path": str(transcript), "cwd": str(ws), "hook_event_name": name,
+              "tool_name": "Write", "tool_input": {"file_path": str(ws / "src/app.py")}}
+        r = subprocess.run([sys.executable, "-P", "-m", "tc_git.hooks", name], input=json.dumps(ev).encode(),
+                           capture_output=True, env=clean_env(XDG_DATA_HOME=str(xdg)), timeout=60)
+        assert r.returncode == 0 and b"Traceback" not in r.stderr, (name, r.stderr)
+    import time
+
+    time.sleep(1.0)  # a session-end worker may still be running: let it finish before judging
+    assert dir_fingerprint(ws / ".git") == before
+    assert (ws / ".git" / "hooks" / "pre-commit").read_bytes() == PRE_COMMIT
+
+
+@pytest.mark.anyio
+@pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")
+async def test_planted_pointer_over_mcp(tmp_path):
+    """The real stdio server: tc_init / tc_save / tc_resume in the planted clone are isError
+    unsafe_root; the clone's `.git` stays byte-identical."""
+    import sys
+
+    from mcp import Client, StdioServerParameters
+
+    ws = clone_with(tmp_path, POINTERS["relative .git"])
+    before = dir_fingerprint(ws / ".git")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "tc_git"],
+                                   env=clean_env(TC_WATCH="off"), cwd=str(ws))
+    async with Client(params, mode="legacy") as c:
+        for tool, args in (("tc_init", {"name": "t"}), ("tc_save", {"title": "s"}), ("tc_resume", {}),
+                           ("tc_capture", {})):
+            r = await c.call_tool(tool, {"root": str(ws), **args})
+            text = r.content[0].text
+            assert r.is_error and "[unsafe_root]" in text and "refusing the store" in text, text
+    assert dir_fingerprint(ws / ".git") == before
