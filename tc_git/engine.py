@@ -908,6 +908,10 @@ class Engine:
             p = p if p.is_absolute() else self.root / p
             if not p.parent.is_dir():
                 raise NotFound(f"directory does not exist: {p.parent}")
+            g = validate.git_dir_of(p.parent.resolve())
+            if g is not None or p.is_symlink():  # never into .git/hooks or a store, never through a link
+                raise BadInput(f"out {p} is {'inside the git directory ' + str(g) if g else 'a symbolic link'}: "
+                               "write the Markdown somewhere else")
             p.write_text(text, encoding="utf-8")
             return {"point": point, "path": str(p), "bytes": len(text.encode())}
         return {"point": point, "markdown": text, "bytes": len(text.encode())}

@@ -168,3 +168,24 @@ def test_export_cli_says_where_the_handoff_went(repo, tmp_path):
     r = tc("-C", repo, "export", out)
     assert r.returncode == 0 and b"HANDOFF.md already exists and was left untouched" in r.stdout, r.stdout
     assert (out / "HANDOFF.md").read_text() == "mine\n"
+
+
+def test_markdown_out_never_into_a_git_directory(repo):
+    import os
+
+    from tc_git.errors import BadInput
+
+    e = Engine(repo)
+    e.init("t")
+    rec = e.record(steps=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+    hooks = repo / ".git" / "hooks"
+    before = sorted(os.listdir(hooks))
+    for out in (hooks / "post-checkout", repo / ".checkpoints" / "x.md", repo / ".git" / "x.md"):
+        with pytest.raises(BadInput) as ei:
+            e.export_markdown(rec["tip"], out=str(out))
+        assert "inside the git directory" in ei.value.message
+    os.symlink(hooks / "post-merge", repo / "link.md")
+    with pytest.raises(BadInput):
+        e.export_markdown(rec["tip"], out="link.md")
+    assert sorted(os.listdir(hooks)) == before
+    assert e.export_markdown(rec["tip"], out="conv.md")["bytes"] > 0 and (repo / "conv.md").is_file()
