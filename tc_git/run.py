@@ -56,14 +56,20 @@ def run(root, argv: list[str], say=None) -> dict:
         code = _run_with_handlers(engine, exe, argv, forwarded)
     exit_code = code if code >= 0 else 128 - code
     how = f"exit {code}" if code >= 0 else f"killed by {signal.Signals(-code).name}"
-    last = engine.capture(title=f"run: {_label(argv)} ({how})")
-    drifts = _run_drifts(engine, start_commit, started)
     out = {"command": argv, "exit_code": exit_code, "task_id": task, "task_created": created,
-           "drifts": drifts, "last_drift": last.get("drift_id"), "signals_forwarded": forwarded,
-           "transcripts": [], "milestone": None, "seconds": round(time.time() - started, 3)}
-    agent = AGENTS.get(os.path.basename(argv[0]).lower())
-    if agent:
-        _record_transcripts(engine, agent, cwd, started, drifts, argv, out)
+           "drifts": [], "last_drift": None, "signals_forwarded": forwarded,
+           "transcripts": [], "milestone": None, "seconds": round(time.time() - started, 3), "error": None}
+    try:  # whatever happens here, the command's exit status is passed on
+        last = engine.capture(title=f"run: {_label(argv)} ({how})")
+        out["last_drift"] = last.get("drift_id")
+        drifts = out["drifts"] = _run_drifts(engine, start_commit, started)
+        agent = AGENTS.get(os.path.basename(argv[0]).lower())
+        if agent:
+            _record_transcripts(engine, agent, cwd, started, drifts, argv, out)
+    except Exception as e:  # noqa: BLE001 - reported, never raised over the child's exit code
+        out["error"] = getattr(e, "message", None) or f"{type(e).__name__}: {e}"
+        say(f"recording after the command failed: {out['error']}; `tc capture` records the workspace now")
+    drifts = out["drifts"]
     say(f"{len(drifts)} drift{'s' if len(drifts) != 1 else ''} recorded in task {task}"
         + (f" ({drifts[0]}..{drifts[-1]})" if drifts else "") + f"; command {how}"
         + (f"; milestone {out['milestone']}" if out["milestone"] else ""))
@@ -71,7 +77,10 @@ def run(root, argv: list[str], say=None) -> dict:
 
 
 def _label(argv: list[str]) -> str:
-    text = " ".join(argv)
+    """The command as commit titles show it: credentials on a command line never become objects."""
+    from .secrets import redact_text
+
+    text = redact_text(" ".join(argv))
     return text if len(text) <= 60 else text[:59] + "…"
 
 

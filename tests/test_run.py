@@ -245,3 +245,17 @@ def test_run_after_a_closed_task_starts_a_new_one(tmp_path):
     head = f"refs/checkpoints/tasks/{summary['task_id']}/head"
     assert git(ws / ".checkpoints", "show", f"{head}:x.txt") == b"x"
     assert b"close" in git(ws / ".checkpoints", "log", "-1", "--format=%s", f"refs/checkpoints/tasks/{closed}/head")
+
+
+def test_a_credential_on_the_command_line_never_becomes_an_object(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    key = "sk-ant-api03-" + "Q7x9" * 20
+    r = subprocess.run([*TC, "run", "--", "env", f"TOKEN={key}", sys.executable, "-c", "open('y.txt', 'w').write('y')"],
+                       cwd=ws, env=_env(), capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    store = ws / ".checkpoints"
+    everything = git(store, "log", "--all", "--format=%B%N", "--notes=checkpoints")
+    assert b"[REDACTED" in everything and key.encode() not in everything
+    objects = git(store, "cat-file", "--batch-all-objects", "--batch")
+    assert key[:30].encode() not in objects
