@@ -599,11 +599,12 @@ def import_(engine, package, rename: str | None = None, merge: bool = False, app
     t1 = time.perf_counter()
     result["git"] = mirror(engine, lambda repo: task_refs(repo, tid, milestones_only=True), head_ref(tid))
     t2 = time.perf_counter()
-    result["restore"] = _restore_to_head(engine, tid, apply)
-    try:  # never silent: the files the imported snapshot does not hold, and why
+    try:  # never silent: the files the imported snapshot does not hold, and why (read before the
+        # restore, whose own commit describes this workspace)
         result["left_out"] = engine._left_out(engine._timeline(tid).head().record)
     except Exception:  # noqa: BLE001 - a report, not a reason to fail an import that succeeded
         result["left_out"] = []
+    result["restore"] = _restore_to_head(engine, tid, apply)
     result["seconds"] = {"import": round(t1 - t0, 3), "user_repo": round(t2 - t1, 3),
                          "restore": round(time.perf_counter() - t2, 3)}
     return result
