@@ -125,3 +125,40 @@ def test_planted_credentials_reach_no_object(tmp_path):
     imp = Engine(other).import_(out["path"], apply=True)
     assert any(x["path"] == "logs/big.log" and x["why"] == "secret" for x in imp["left_out"])
     assert not (other / "logs" / "big.log").exists() and (other / "src" / "app.py").exists()
+
+
+def test_racing_writer_never_gets_a_secret_stored(tmp_path):
+    """A file rewritten in place while saves run: what is scanned is what is stored (the
+    snapshot reads each file once and hashes the blob from that buffer), so a version holding
+    the credential never becomes an object, whatever the timing."""
+    import threading
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    kind, text, needle = SAMPLES[5]
+    secret = f"# config\n{text}\n".encode()
+    innocent = (b"# config\n" + b"x" * (len(secret) - 10) + b"\n")[: len(secret)]
+    write(ws, "race.txt", innocent)
+    write(ws, "src/app.py", "print(1)\n")
+    e = Engine(ws)
+    e.init("race")
+    stop = threading.Event()
+
+    def writer():
+        i = 0
+        while not stop.is_set():
+            with open(ws / "race.txt", "r+b") as f:  # in place: a reader can see a torn mix
+                f.write(secret if i % 2 else innocent)
+            i += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        for n in range(25):
+            e.capture()
+    finally:
+        stop.set()
+        t.join()
+    e.save("after the race")
+    assert needle.encode() not in _all_objects(e.store.path), kind
+    fsck(e.store.path)
