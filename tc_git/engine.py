@@ -385,7 +385,26 @@ class Engine:
             cur = tl.find(str(head.step)) if head.step else None
             lr = cur.record if cur else {}
         left = {x["path"] for x in (head.record.get("files") or {}).get("left", [])}
-        paths, total = self._unsaved(head, left) if _unsaved is None else _unsaved
+        # Where the work stands: the commit that set the current step (a step, or a restore to
+        # it), the drifts recorded since, and what differs from that step NOW (a capture moves
+        # the head, not the step: comparing with the head alone would report `none`).
+        since, base = [], None
+        for e in tl.walk():
+            if e.kind in ("step", "restore", "init", "import"):
+                base = e
+                break
+            if e.kind == "drift":
+                since.append(e)
+        if base is not None and base.kind == "restore" and head.step:
+            base = tl.find(str(head.step))
+        if _unsaved is None:
+            paths, total = self._unsaved(base or head, left)
+        else:  # right after a snapshot (the hook's cache): what differs is what the drifts since changed
+            paths, total = _unsaved
+            if base is not None and base.oid != head.oid:
+                d = self.repo.diff(self.repo[base.oid].tree, self.repo[head.oid].tree)
+                every = sorted({x.new_file.path or x.old_file.path for x in d.deltas} - left | set(paths))
+                paths, total = every[:MAX_LIST], len(every)
         warnings = []
         journal = self.store.read_json("restore-journal.json", None)
         if journal and journal.get("task") == tl.task_id:
@@ -403,6 +422,8 @@ class Engine:
             "left_out": self._left_out(head.record),
             "health": {"ok": not warnings, "errors": warnings}, "warnings": warnings,
             "milestone": self._latest_milestone(tl.task_id),
+            "drifts_since": [{"id": e.drift, "timestamp": _now_iso(e.time)} for e in reversed(since)][-MAX_LIST:],
+            "drifts_since_total": len(since),
             "commit": str(head.oid),
         }
         info["handoff"] = handoff_text(info, lang if lang in ("en", "zh") else "en")
@@ -503,6 +524,10 @@ class Engine:
     def diff(self, a: str | None = None, b: str | None = None, task_id: str | None = None,
              stat: bool = False) -> str:
         """Patch between two points of the timeline (`b` omitted: the workspace's current snapshot)."""
+        d = self.diff_object(a, b, task_id)
+        return d.stats.format(pygit2.enums.DiffStatsFormat.FULL, 80) if stat else d.patch or ""
+
+    def diff_object(self, a: str | None = None, b: str | None = None, task_id: str | None = None) -> pygit2.Diff:
         tl = self._timeline(task_id)
         old = self.repo[tl.find(a).oid].tree if a else self.repo[tl.head_oid()].tree
         if b:
@@ -510,25 +535,26 @@ class Engine:
         else:
             with self.store.lock():
                 new = self.repo[self._snapshot(tl.head().record.get("task", {})).tree]
-        d = self.repo.diff(old, new)
-        return d.stats.format(pygit2.enums.DiffStatsFormat.FULL, 80) if stat else d.patch or ""
+        return self.repo.diff(old, new)
 
     # ------------------------------------------------------------------ restore
     def restore(self, index: int | None = None, drift_id: str | None = None, apply: bool = False,
-                limit: int = MAX_LIST, paths=None, undo: bool = False, _undo_of: str | None = None) -> dict:
+                limit: int = MAX_LIST, paths=None, undo: bool = False, _undo_of: str | None = None,
+                at: str | None = None) -> dict:
         """Preview (or apply) bringing the workspace back to a step or drift; `paths` limits the
         change to those files or directories (the restore point still records everything).
-        `undo=True` (nothing else named) reverses the last applied restore instead: see `undo`."""
+        `undo=True` (nothing else named) reverses the last applied restore instead: see `undo`.
+        `at` names the point by any id of the timeline (2, s0002, d0001, r0001, a commit prefix)."""
         apply = validate.boolean(apply, "apply")
         if undo:
-            if index is not None or drift_id is not None or paths:
+            if index is not None or drift_id is not None or at is not None or paths:
                 raise BadInput("undo reverses the last applied restore: give neither index, drift_id nor paths")
             return self.undo(apply=apply, limit=limit)
         try:
             sel = restore_mod.selection(paths)
         except ValueError as e:
             raise BadInput(str(e)) from None
-        if (index is None) == (drift_id is None):
+        if sum(x is not None for x in (index, drift_id, at)) != 1:
             raise BadInput("pass exactly one of index (a step number) or drift_id (dNNNN)")
         if index is not None and (isinstance(index, bool) or not isinstance(index, int) or index < 1):
             raise BadInput("index must be a step number >= 1")
@@ -538,7 +564,7 @@ class Engine:
         with self.store.lock():
             tl = self._timeline()
             head = tl.head()
-            target = tl.find(str(index) if index is not None else drift_id)
+            target = tl.find(at if at is not None else str(index) if index is not None else drift_id)
             if _undo_of and str(next((e.oid for e in tl.walk() if e.kind == "restore"), "")) != _undo_of:
                 raise Conflict("another restore was applied while this undo was being prepared; run undo again")
             if apply and head.kind == "close":
@@ -582,6 +608,8 @@ class Engine:
                 after.left = sorted([x for x in snap.left if x.path not in keep] + after.left, key=lambda x: x.path)
                 after.nested = snap.nested
             h = tl.head()
+            restore_id = tl.next_restore_id(h.record)
+            counters = dict(h.record.get("counters") or {"steps": 0, "drifts": 0}, restores=int(restore_id[1:]))
             # a partial refresh changed only what the plan wrote: its list is the diff, without
             # another tree walk (~45 ms at 50k files)
             changed = (plan.changes(exclude={f["path"] for f in failed}, cap=MAX_LIST) if after.partial
@@ -595,6 +623,7 @@ class Engine:
             # a selective restore leaves the rest of the workspace where it was: same current step
             rec = self._record(tl, h, step=h.step if sel else target.step,
                                target={"id": target.id, "commit": str(target.oid)},
+                               restore=restore_id, counters=counters,
                                undo=undo_id, failed=failed[:MAX_LIST], files=after.note(), changed=changed,
                                title=title, paths=sel, undo_of=_undo_of, check=check)
             oid = tl.append("restore", after.tree, rec)
@@ -603,7 +632,8 @@ class Engine:
         # a restore with failures is not applied: the restore point (undo) brings back what was there
         out.update({"applied": not failed, "recovered": undo_id, "undo": {"drift_id": undo_id},
                     "commit": str(oid), "failed": failed[:limit], "plan": plan.as_dict(limit),
-                    "unstable": sorted(set(snap.unstable) | set(after.unstable))[:limit]})
+                    "unstable": sorted(set(snap.unstable) | set(after.unstable))[:limit],
+                    "restore_id": restore_id})
         if check is not None:
             out["check"] = check
         return out

@@ -8,11 +8,13 @@ LABELS = {
            "conclusion": "Last conclusion", "next": "Next", "questions": "Open questions",
            "unsaved": "Unsaved changes", "none": "none", "unknown": "not recorded",
            "milestone": "Latest milestone", "status": "Status", "more": "more",
-           "warn": "Warning", "left": "Not in the snapshot"},
+           "warn": "Warning", "left": "Not in the snapshot", "since": "Recorded since step {n}", "drifts": ("drift", "drifts"),
+           "vs": ("{files} file differs from step {n} now", "{files} files differ from step {n} now"), "last": "last"},
     "zh": {"task": "任务", "goal": "目标", "constraints": "约束", "step": "当前步骤",
            "conclusion": "上一步结论", "next": "下一步", "questions": "待解决问题",
            "unsaved": "未落档", "none": "无", "unknown": "未记录", "milestone": "最近里程碑",
-           "status": "状态", "more": "更多", "warn": "警告", "left": "未存入快照"},
+           "status": "状态", "more": "更多", "warn": "警告", "left": "未存入快照", "since": "步骤 {n} 之后记录",
+           "drifts": ("个漂移", "个漂移"), "vs": ("{files} 个文件与步骤 {n} 不同", "{files} 个文件与步骤 {n} 不同"), "last": "最近"},
 }
 MAX_BYTES = 2000
 
@@ -47,6 +49,13 @@ def handoff_text(info: dict, lang: str = "en") -> str:
     shown = ", ".join(_clip(path_out(p), 80) for p in paths[:8]) or L["none"]
     if total > min(len(paths), 8):
         shown += f" (+{total - min(len(paths), 8)} {L['more']})"
+    drifts, nd = info.get("drifts_since") or [], info.get("drifts_since_total", 0)
+    if nd:
+        ids = ", ".join(d["id"] for d in drifts[-3:])
+        lines.append(f"{L['since'].format(n=step)}: {nd} {L['drifts'][nd != 1]} ({'…, ' if nd > 3 else ''}{ids}; "
+                     f"{L['last']} {drifts[-1]['timestamp']})")
+    if total and step:
+        shown = f"{L['vs'][total != 1].format(n=step, files=total)}: {shown}"
     lines.append(f"{L['unsaved']}: {shown}")
     left = info.get("left_out") or []
     if left:  # never silent: the next session must know which files it has to supply itself

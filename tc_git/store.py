@@ -183,6 +183,7 @@ class Store:
             (info / "attributes").write_text(ATTRIBUTES)
             (self.path / ".gitignore").write_text("*\n")  # hides the store from the user's git status
             (self.path / "description").write_text(DESCRIPTION)
+            self.ensure_head()
         finally:
             os.umask(old_umask)
 
@@ -277,7 +278,30 @@ class Store:
                 active.pop(self.workspace.as_posix(), None)
             else:
                 active[self.workspace.as_posix()] = task_id
+                self.ensure_head()
             self.write_json("active.json", active)
+
+    HEAD_REF = "refs/heads/tc-git"
+    HEAD_MESSAGE = ("tc-git checkpoint store\n\nThis commit only gives HEAD something to name. The work is on\n"
+                    "refs/checkpoints/tasks/<task>/head (code timelines), refs/checkpoints/sessions/ (recorded\n"
+                    "conversations) and refs/checkpoints/milestones/; notes on refs/notes/checkpoints.\n"
+                    "Try: git log --notes=checkpoints refs/checkpoints/tasks/<task>/head\n")
+
+    def ensure_head(self) -> None:
+        """HEAD names a ref that exists (one fixed commit, the same in every store), so `git fsck`
+        has no unborn branch to report and `git log` in the store says where to look."""
+        try:
+            if (self.path / "HEAD").read_text() == f"ref: {self.HEAD_REF}\n" and self.HEAD_REF in self.repo.references:
+                return
+        except OSError:
+            return
+        repo = self.repo
+        if self.HEAD_REF not in repo.references:
+            sig = pygit2.Signature(*IDENTITY, 0, 0)
+            tree = repo.TreeBuilder().write()
+            oid = repo.create_commit(None, sig, sig, self.HEAD_MESSAGE, tree, [])
+            repo.references.create(self.HEAD_REF, oid, force=True)
+        repo.references.create("HEAD", self.HEAD_REF, force=True)
 
     def inside_workspace(self) -> bool:
         try:

@@ -37,13 +37,14 @@ def signature(when: float | None = None) -> pygit2.Signature:
 
 
 def note_text(record: dict) -> str:
-    """The note's JSON. A non-UTF-8 file name (a surrogate-escaped str) cannot be written as
-    UTF-8, so such a record is \\u-escaped instead (json.loads gives the same str back)."""
-    text = json.dumps(record, ensure_ascii=False, sort_keys=True)
+    """The note's JSON, indented so `git log --notes=checkpoints` reads one field a line (older
+    stores hold one-line JSON: json.loads reads both). A non-UTF-8 file name (a surrogate-escaped
+    str) cannot be written as UTF-8, so such a record is \\u-escaped instead (same str back)."""
+    text = json.dumps(record, ensure_ascii=False, sort_keys=True, indent=1) + "\n"
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        text = json.dumps(record, ensure_ascii=True, sort_keys=True)
+        text = json.dumps(record, ensure_ascii=True, sort_keys=True, indent=1) + "\n"
     return text
 
 
@@ -63,11 +64,14 @@ class Entry:
     time: float
     parent: pygit2.Oid | None
     record: dict = field(default_factory=dict)  # the note, loaded on demand
+    restore: str | None = None  # rNNNN (Tc-Restore trailer; restores written before it have none)
 
     @property
     def id(self) -> str:
         if self.kind == "drift" and self.drift:
             return self.drift
+        if self.kind == "restore" and self.restore:
+            return self.restore
         return f"s{self.step:04d}"
 
 
@@ -79,13 +83,16 @@ def format_message(kind: str, record: dict) -> str:
     elif kind == "drift":
         subject = f"drift {record['drift']}: {title}"
     elif kind == "restore":
-        subject = f"restore: to {record['target']['id']}"
+        rid = f" {record['restore']}" if record.get("restore") else ""
+        subject = f"restore{rid}: to {record['target']['id']}"
     else:
         subject = f"{kind}: {title}" if title else kind
     body = [p for p in (record.get("conclusion") or "", record.get("description") or "") if p.strip()]
     trailers = [("Tc-Task", record["task"]["id"]), ("Tc-Kind", kind), ("Tc-Step", str(record["step"]))]
     if record.get("drift"):
         trailers.append(("Tc-Drift", record["drift"]))
+    if record.get("restore"):
+        trailers.append(("Tc-Restore", record["restore"]))
     if record.get("next"):
         trailers.append(("Next", record["next"]))
     trailers += [("Verified", v) for v in record.get("verified") or ()]
@@ -121,6 +128,7 @@ def entry_of(commit: pygit2.Commit) -> Entry | None:
         oid=commit.id, kind=t["Tc-Kind"][0], step=int(t.get("Tc-Step", ["0"])[0]),
         drift=t.get("Tc-Drift", [None])[0], title=title, time=float(commit.commit_time),
         parent=commit.parent_ids[0] if commit.parent_ids else None,
+        restore=t.get("Tc-Restore", [None])[0],
     )
 
 
@@ -176,22 +184,57 @@ class Timeline:
             oid = e.parent
 
     def find(self, ident: str) -> Entry:
-        """A step (`3`, `s0003`) or a drift (`d0002`) of this task."""
+        """One point of this task, by any id: a step (`3`, `s0003`), a drift (`d0002`), a restore
+        (`r0001`) or a commit id prefix (4+ hex digits)."""
         ident = str(ident).strip()
-        if re.fullmatch(r"d\d+", ident):
-            want = ("drift", f"d{int(ident[1:]):04d}")
-            match = lambda e: e.kind == "drift" and e.drift == want[1]  # noqa: E731
-        elif re.fullmatch(r"s?\d+", ident):
-            n = int(ident.lstrip("s"))
+        if re.fullmatch(r"[dD]\d+", ident):
+            want = f"d{int(ident[1:]):04d}"
+            match = lambda e: e.kind == "drift" and e.drift == want  # noqa: E731
+            what = "drift"
+        elif re.fullmatch(r"[sS]?\d+", ident):
+            n = int(ident.lstrip("sS"))
             match = lambda e: e.kind == "step" and e.step == n  # noqa: E731
+            what = "step"
+        elif re.fullmatch(r"[rR]\d+", ident):
+            return self._find_restore(int(ident[1:]), ident)
+        elif re.fullmatch(r"[0-9a-fA-F]{4,40}", ident):
+            hits = [e for e in self.walk() if str(e.oid).startswith(ident.lower())]
+            if len(hits) > 1:
+                raise NotFound(f"commit prefix {ident} is ambiguous in task {self.task_id}: give more digits")
+            if hits:
+                hits[0].record = self.record(hits[0].oid)
+                return hits[0]
+            raise NotFound(f"no commit {ident} in task {self.task_id}: see the ids with `log`")
         else:
-            raise NotFound(f"{ident!r} is neither a step number nor a drift id (dNNNN)")
+            raise NotFound(f"{ident!r} is not an id: a step (2 or s0002), a drift (d0001), a restore "
+                           "(r0001) or a commit id prefix")
         for e in self.walk():
             if match(e):
                 e.record = self.record(e.oid)
                 return e
-        raise NotFound(f"task {self.task_id} has no {'drift' if ident.startswith('d') else 'step'} {ident}: "
+        raise NotFound(f"task {self.task_id} has no {what} {ident}: "
                        "see tc_show for the steps (include_drift for drifts)")
+
+    def _find_restore(self, n: int, ident: str) -> Entry:
+        """Restore ids count the task's restores, oldest first; older restores carry no
+        Tc-Restore trailer and get the id of their position (the same number)."""
+        restores = [e for e in self.walk() if e.kind == "restore"]
+        restores.reverse()
+        for e in restores:
+            if e.restore == f"r{n:04d}":
+                break
+        else:
+            e = restores[n - 1] if 1 <= n <= len(restores) and not restores[n - 1].restore else None
+        if e is None:
+            raise NotFound(f"task {self.task_id} has no restore {ident}: see the ids with `log`")
+        e.record = self.record(e.oid)
+        return e
+
+    def next_restore_id(self, head_record: dict) -> str:
+        n = (head_record.get("counters") or {}).get("restores")
+        if n is None:  # a store from before restore ids: count the restores already made
+            n = sum(1 for e in self.walk() if e.kind == "restore")
+        return f"r{n + 1:04d}"
 
     def append(self, kind: str, tree, record: dict, expect_parent=None) -> pygit2.Oid:
         """Write commit + note, then move the ref with compare-and-swap."""

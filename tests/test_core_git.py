@@ -94,7 +94,7 @@ def test_restore_and_drift_commits_are_git_commits(timeline, ws):
     r = e.restore(1, apply=True)
     store = e.store.path
     subjects = git(store, "log", "--format=%s", f"refs/checkpoints/tasks/{tid}/head").decode().splitlines()
-    assert subjects[0] == "restore: to s0001"
+    assert subjects[0] == "restore r0001: to s0001"
     assert subjects[1].startswith(f"drift {r['recovered']}: before restore to s0001")
     # the restore point holds the unsaved file; the restore commit has step 1's tree again
     assert git(store, "show", f"{r['commit']}~1:scratch.txt") == b"unsaved\n"
