@@ -5,7 +5,7 @@
 #
 #   examples/trajectory_walkthrough.sh [transcript.jsonl]
 #
-# Needs tc-git installed (`tc` on PATH, or TC="python -m ..."), git, and a fixture transcript
+# Needs tc-git installed (`tc-git` on PATH, or TC="python -m ..."), git, and a fixture transcript
 # (default: tests/fixtures/transcripts/claude-daaain-1.jsonl, a session with a rewind and a
 # compaction). Works in a scratch directory it deletes at the end (KEEP=1 keeps it).
 set -euo pipefail
@@ -13,10 +13,10 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 FIXTURES="${TC_FIXTURES:-$HERE/../tests/fixtures/transcripts}"
 TRANSCRIPT="${1:-$FIXTURES/claude-daaain-1.jsonl}"
-TC="${TC:-tc}"
+TC="${TC:-tc-git}"
 PY="${PYTHON:-$(command -v python3 || command -v python)}"
-# the interpreter that runs `tc` (for the hook entry below), read from its shebang when possible
-TC_PY="$(head -1 "$(command -v tc 2>/dev/null || echo /dev/null)" 2>/dev/null | sed -n 's/^#!\(.*python[0-9.]*\)$/\1/p')"
+# the interpreter that runs `tc-git` (for the hook entry below), read from its shebang when possible
+TC_PY="$(head -1 "$(command -v tc-git 2>/dev/null || echo /dev/null)" 2>/dev/null | sed -n 's/^#!\(.*python[0-9.]*\)$/\1/p')"
 TC_PY="${TC_PY:-$PY}"
 
 WS="$(mktemp -d "${TMPDIR:-/tmp}/tc-trajectory-walkthrough.XXXXXX")"

@@ -1,4 +1,4 @@
-"""`tc`: the engine for people. Human output by default, `--json` for scripts.
+"""`tc-git` (also `git tc`): the engine for people. Human output by default, `--json` for scripts.
 
 Never imports `mcp` (0.75 s of start-up): this module is also what hooks run.
 Every command returns a dict (printed as JSON with --json); the core commands are dispatched in
@@ -10,11 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 
 from . import __version__, jsonsafe
-from .errors import TcError
+from .errors import BadInput, TcError
+
 
 class Progress:
     """A one-line progress bar on stderr, only when stderr is a terminal."""
@@ -50,50 +52,80 @@ def engine_for(args):
     return Engine(args.root, progress=args.progress)
 
 
-# ---------------------------------------------------------------------------------- commands
-def _setup_core(sub):
-    p = sub.add_parser("init", help="start a task (suspends the active one)")
-    p.add_argument("name")
-    p.add_argument("--goal", default="")
-    p.add_argument("--constraints", default="")
-    p.add_argument("--store", default=None, help="keep the store outside the workspace")
-    p.add_argument("--exclude", action="append", default=[], help="pattern to leave out (repeatable)")
+def task_arg(args, attr: str = "task_id"):
+    """The task a `--task` option names: its id, a unique prefix of it, or its name."""
+    value = getattr(args, attr, None)
+    if value is None:
+        return None
+    from .ids import resolve_task
 
-    p = sub.add_parser("save", help="record a completed step")
-    p.add_argument("title")
-    p.add_argument("-c", "--conclusion", default="")
-    p.add_argument("-d", "--description", default="")
-    p.add_argument("-n", "--next", default="")
-    p.add_argument("--verified", action="append", default=[])
-    p.add_argument("--question", dest="open_questions", action="append", default=[])
-    p.add_argument("--task", dest="task_id", default=None)
+    return resolve_task(engine_for(args), value)
+
+
+# ---------------------------------------------------------------------------------- commands
+TASK_HELP = "task id, a unique prefix of it, or the task's name (default: the active task)"
+ID_HELP = "2 or s0002 (step), d0001 (drift), r0001 (restore) or a commit id prefix"
+
+
+def _setup_core(sub):
+    p = sub.add_parser("init", help="start a task here (the active one is suspended)",
+                       description="Start a task in this workspace: the directory you are in, or the "
+                                   "workspace it belongs to. The store is created on first use.")
+    p.add_argument("name", help="a short name for the task")
+    p.add_argument("--goal", default="", help="what done looks like (shown by resume)")
+    p.add_argument("--constraints", default="", help="rules the work must keep (shown by resume)")
+    p.add_argument("--store", default=None, metavar="DIR",
+                   help="keep the store in DIR instead of <workspace>/.checkpoints")
+    p.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
+                   help="leave out a name or gitignore-style pattern (repeatable)")
+    p.add_argument("--force", action="store_true",
+                   help="start a separate workspace here even though a parent directory is one")
+
+    p = sub.add_parser("save", help="record a completed step",
+                       description="Record the workspace as the next step of the task, with what was done "
+                                   "and what comes next. Saving the same thing twice changes nothing.")
+    p.add_argument("title", help="one line: what this step did")
+    p.add_argument("-c", "--conclusion", default="", help="what was learned or decided")
+    p.add_argument("-d", "--description", default="", help="longer notes on the step")
+    p.add_argument("-n", "--next", default="", help="what the next step is (shown by resume)")
+    p.add_argument("--verified", action="append", default=[], metavar="CHECK",
+                   help="a check that passed, e.g. a test command (repeatable)")
+    p.add_argument("--question", dest="open_questions", action="append", default=[], metavar="TEXT",
+                   help="an open question for whoever continues (repeatable)")
+    p.add_argument("--task", dest="task_id", default=None, help=TASK_HELP + "; it becomes active")
     p.add_argument("--close", action="store_true", help="record this step and close the task")
 
-    p = sub.add_parser("resume", help="print the handoff text of the active task")
-    p.add_argument("--task", dest="task_id", default=None)
-    p.add_argument("--lang", default="en", choices=["en", "zh"])
+    p = sub.add_parser("resume", help="where the work stands: the handoff text for a new session")
+    p.add_argument("--task", dest="task_id", default=None, help=TASK_HELP)
+    p.add_argument("--lang", default="en", choices=["en", "zh"], help="language of the labels")
 
-    p = sub.add_parser("log", help="the task's timeline, newest first")
-    p.add_argument("--task", dest="task_id", default=None)
-    p.add_argument("-n", "--limit", type=int, default=30)
-    p.add_argument("--all", action="store_true", help="list every task in the store")
+    p = sub.add_parser("log", help="the task's timeline, newest first (--all: every task)")
+    p.add_argument("--task", dest="task_id", default=None, help=TASK_HELP)
+    p.add_argument("-n", "--limit", type=int, default=30, help="at most this many entries (default 30)")
+    p.add_argument("--all", action="store_true", help="list every task in the store instead")
 
-    p = sub.add_parser("show", help="steps of the task (paginated)")
-    p.add_argument("index", nargs="?", type=int)
-    p.add_argument("--task", dest="task_id", default=None)
-    p.add_argument("--drift", dest="include_drift", action="store_true")
-    p.add_argument("--limit", type=int, default=50)
-    p.add_argument("--cursor", type=int, default=None)
+    p = sub.add_parser("show", help="the steps of the task with their conclusions (or one point)")
+    p.add_argument("id", nargs="?", help="show only this point: " + ID_HELP)
+    p.add_argument("--task", dest="task_id", default=None, help=TASK_HELP)
+    p.add_argument("--drift", dest="include_drift", action="store_true",
+                   help="also list drifts, restores and the other commits")
+    p.add_argument("--limit", type=int, default=50, help="steps per page (1-200, default 50)")
+    p.add_argument("--cursor", type=int, default=None, help="the step to continue after (from a previous page)")
 
-    p = sub.add_parser("diff", help="patch between two steps/drifts, or a step and the workspace")
-    p.add_argument("a", nargs="?", help="step number or drift id (default: head)")
-    p.add_argument("b", nargs="?", help="step number or drift id (default: the workspace now)")
-    p.add_argument("--stat", action="store_true")
+    p = sub.add_parser("diff", help="what changed between two points, or since a point",
+                       description="Patch between two points of the timeline; with one point, between it "
+                                   "and the workspace now; with none, since the last commit.")
+    p.add_argument("a", nargs="?", help="from this point (default: the latest commit): " + ID_HELP)
+    p.add_argument("b", nargs="?", help="to this point (default: the workspace now)")
+    p.add_argument("--stat", action="store_true", help="per-file counts, as `git diff --stat` prints them")
+    p.add_argument("--task", dest="task_id", default=None, help=TASK_HELP)
 
-    p = sub.add_parser("restore", help="preview (default) or apply a restore to a step or drift")
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("index", nargs="?", type=int)
-    g.add_argument("--drift", dest="drift_id")
+    p = sub.add_parser("restore", help="preview (default) or apply going back to a point; undoable",
+                       description="Bring the workspace back to a point of the timeline. Without --apply "
+                                   "nothing is written. With it, the workspace as it is (unsaved work too) is "
+                                   "recorded first, so every restore can be undone.")
+    p.add_argument("id", nargs="?", help=ID_HELP)
+    p.add_argument("--drift", dest="drift_id", metavar="ID", help=argparse.SUPPRESS)  # older spelling
     p.add_argument("--apply", action="store_true", help="write the workspace (undoable)")
     p.add_argument("--path", dest="paths", action="append", default=None, metavar="PATH",
                    help="restore only this file or directory (repeatable); the rest stays as it is")
@@ -101,18 +133,19 @@ def _setup_core(sub):
     p = sub.add_parser("undo", help="reverse the last applied restore or import (undo again to redo)")
     p.add_argument("--preview", action="store_true", help="show what undo would write, write nothing")
 
-    sub.add_parser("capture", help="record unsaved changes as a drift now")
+    sub.add_parser("capture", help="record unsaved changes now, as a drift")
 
     p = sub.add_parser("switch", help="make another task active")
-    p.add_argument("task_id")
+    p.add_argument("task_id", metavar="task", help="task id, a unique prefix of it, or the task's name")
 
     p = sub.add_parser("compress", help="drop old drifts (never steps or restore points) and repack")
-    p.add_argument("--keep-seconds", type=int, default=604800)
-    p.add_argument("--minimum", type=int, default=20)
-    p.add_argument("--maximum", type=int, default=50)
+    p.add_argument("--keep-seconds", type=int, default=604800,
+                   help="keep every drift younger than this (default: one week)")
+    p.add_argument("--minimum", type=int, default=20, help="always keep at least this many drifts (default 20)")
+    p.add_argument("--maximum", type=int, default=50, help="keep at most this many drifts (default 50)")
 
-    p = sub.add_parser("demo", help="walk through a short task in a scratch workspace")
-    p.add_argument("--keep", action="store_true", help="keep the scratch workspace")
+    p = sub.add_parser("demo", help="a one-minute tour in a scratch workspace")
+    p.add_argument("--keep", action="store_true", help="keep the scratch workspaces to look around")
 
 
 def run_core(args) -> dict:
@@ -125,28 +158,37 @@ def run_core(args) -> dict:
     if c == "init":
         store = os.path.abspath(args.store) if args.store else None  # a person's path: from the cwd
         return e.init(args.name, args.goal, args.constraints, store, args.exclude)
+    if c == "switch":
+        from .ids import resolve_task
+
+        return e.switch(resolve_task(e, args.task_id))
+    task = task_arg(args)
     if c == "save":
-        return e.save(args.title, task_id=args.task_id, description=args.description,
+        return e.save(args.title, task_id=task, description=args.description,
                       conclusion=args.conclusion, verified=args.verified,
                       open_questions=args.open_questions, next=args.next, close=args.close)
     if c == "resume":
-        return e.resume(args.task_id, args.lang)
+        return e.resume(task, args.lang)
     if c == "log":
         if args.all:
             return {"tasks": e.tasks()}
-        return {"entries": e.log(args.task_id, args.limit)}
+        return {"entries": e.log(task, args.limit)}
     if c == "show":
-        return e.show(args.task_id, args.index, args.include_drift, args.limit, args.cursor)
+        return e.show(task, args.id, args.include_drift, args.limit, args.cursor)
     if c == "diff":
-        return {"patch": e.diff(args.a, args.b, stat=args.stat)}
+        if args.stat:
+            from .diffstat import stat
+
+            return {"patch": stat(e.diff_object(args.a, args.b, task_id=task))}
+        return {"patch": e.diff(args.a, args.b, task_id=task)}
     if c == "restore":
-        return e.restore(args.index, args.drift_id, args.apply, paths=workspace_paths(args, args.paths))
+        if (args.id is None) == (args.drift_id is None):
+            raise BadInput("name the point to restore to: " + ID_HELP)
+        return e.restore(at=args.id or args.drift_id, apply=args.apply, paths=workspace_paths(args, args.paths))
     if c == "undo":  # applies at once: it is itself undone by another undo, nothing is lost
         return e.undo(apply=not args.preview)
     if c == "capture":
         return e.capture()
-    if c == "switch":
-        return e.switch(args.task_id)
     if c == "compress":
         return e.compress(args.keep_seconds, args.minimum, args.maximum)
     raise AssertionError(c)
@@ -176,91 +218,248 @@ def workspace_paths(args, paths):
 
 
 # ---------------------------------------------------------------------------------- output
+def plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+def listing(items, limit: int = 10, indent: str = "  ", total: int | None = None) -> list[str]:
+    """At most `limit` lines, then `+N more`."""
+    items = list(items)
+    total = len(items) if total is None else total
+    out = [indent + str(x) for x in items[:limit]]
+    if total > min(limit, len(items)):
+        out.append(f"{indent}+{total - min(limit, len(items))} more")
+    return out
+
+
+def _left_out(r: dict) -> list[str]:
+    """Files kept out of the store: the new ones named (once), the others counted. The engine
+    says which are new (`new_skipped_paths`) when it knows; otherwise every one is named."""
+    every = r.get("skipped_paths") or []
+    new = r.get("new_skipped_paths")
+    if new is None:
+        new = every
+    lines = []
+    if new:
+        lines.append(f"  left out ({plural(len(new), 'new file')}; contents never stored):" if new is not every
+                     else f"  left out ({plural(len(every), 'file')}; contents never stored):")
+        lines += listing(new, indent="    ")
+    rest = len(every) - len(new)
+    if rest > 0:
+        lines.append(f"  {plural(rest, 'file')} left out as before")
+    return lines
+
+
+def _h_save(r: dict) -> str:
+    if r["idempotent"]:
+        s = f"step {r['index']} unchanged (same title, fields and files)"
+    else:
+        s = f"saved step {r['index']}: {r['title']}  [{r['commit'][:10]}]"
+    if r.get("closed"):
+        s += "; task closed"
+    return "\n".join([s] + _left_out(r))
+
+
+def _h_restore(r: dict) -> str:
+    p = r["plan"]
+    target = r["target"]
+    what = target + (f" ({', '.join(r['paths'])})" if r.get("paths") else "")
+    c = p.get("counts") or {k: len(p[k]) for k in ("to_write", "to_replace", "to_delete")}
+    n = c["to_write"] + c["to_replace"] + c["to_delete"]
+    rid = f" ({r['restore_id']})" if r.get("restore_id") else ""
+    if r.get("recovered") and not r["applied"]:  # applied with failures: say so, never "preview"
+        head = (f"{'undo' if r.get('undo_of') else 'restore'} to {what} INCOMPLETE: "
+                f"{plural(len(r.get('failed') or []), 'path')} failed (below), none half-written; "
+                f"undo with: {PROG} undo")
+    elif r.get("undo_of"):
+        head = (f"undid restore {r['undo_of'][:10]}: back to {what}{rid}; redo with: {PROG} undo" if r["applied"]
+                else f"undoing restore {r['undo_of'][:10]} would change {plural(n, 'file')} (nothing written)")
+    elif r["applied"]:
+        head = f"restored {what}{rid}; undo with: {PROG} undo"
+    elif n:
+        path_args = "".join(f" --path {x}" for x in r.get("paths") or [])
+        head = (f"restore to {what} would change {plural(n, 'file')} (nothing written yet; "
+                f"run `{PROG} restore {target}{path_args} --apply`)")
+    else:
+        head = f"the workspace already matches {what}"
+    lines = [head]
+    rows = []
+    for k, label in (("to_write", "create"), ("to_replace", "replace"), ("to_delete", "delete")):
+        rows += [f"{label:<8} {path}" for path in p[k]]
+    rows += [f"keep     {u['path']} ({u['reason']})" for u in p["unrestorable"]]
+    lines += listing(rows, limit=20, total=n + len(p["unrestorable"]))
+    for f in r.get("failed") or []:
+        lines.append(f"  failed   {f.get('path')} ({f.get('reason', f.get('error', ''))})")
+    chk = r.get("check")
+    if chk and chk.get("outside_changed_count"):
+        lines.append(f"  warning: {plural(chk['outside_changed_count'], 'path')} outside the selection changed "
+                     f"meanwhile (not by this restore): {', '.join(chk['outside_changed'][:5])}")
+    if chk and chk.get("differs_from_target"):
+        lines.append(f"  warning: still differs from {target}: {', '.join(chk['differs_from_target'][:5])}")
+    return "\n".join(lines)
+
+
+def _h_log(r: dict) -> str:
+    if "tasks" in r:
+        if not r["tasks"]:
+            return f"no tasks yet: start one with `{PROG} init \"<name>\"`"
+        return "\n".join(f"{'*' if t['active'] else ' '} {t['task_id']}  {t['status']:<9} "
+                         f"step {t['head']:<4} {t['name']}" for t in r["tasks"])
+    return "\n".join(f"{e['id']:<6} {e['commit'][:10]}  {e['timestamp'].replace('T', ' ').rstrip('Z')}  "
+                     f"{e['kind']:<7} {_log_title(e)}" for e in r["entries"])
+
+
+def _log_title(e: dict) -> str:
+    if e["kind"] == "restore" and isinstance(e.get("target"), dict):
+        return f"to {e['target'].get('id')}"
+    return e["title"]
+
+
 def _human(cmd: str, r: dict) -> str:
     if cmd == "init":
-        return f"started task {r['task_id']} ({r['name']}); store: {r['store']}" + (
-            f"; suspended {r['prev_suspended']}" if r.get("prev_suspended") else "")
+        s = f"started task {r['task_id']}: {r['name']}\n  store: {r['store']}"
+        if r.get("prev_suspended"):
+            s += f"\n  suspended {r['prev_suspended']} (back to it with `{PROG} switch {r['prev_suspended']}`)"
+        return s + f"\n  next: work, then `{PROG} save \"<what you did>\"`"
     if cmd == "save":
-        if r["idempotent"]:
-            s = f"step {r['index']} unchanged (same title, fields and files)"
-        else:
-            s = f"saved step {r['index']}: {r['title']} [{r['commit'][:10]}]"
-        if r.get("closed"):
-            s += "; task closed"
-        for p in r.get("skipped_paths", [])[:10]:
-            s += f"\n  not stored: {p}"
-        return s
+        return _h_save(r)
     if cmd == "resume":
         return r["handoff"]
     if cmd == "log":
-        if "tasks" in r:
-            return "\n".join(f"{'*' if t['active'] else ' '} {t['task_id']}  {t['status']:<9} "
-                             f"step {t['head']:<4} {t['name']}" for t in r["tasks"]) or "no tasks"
-        return "\n".join(f"{e['commit'][:10]} {e['timestamp']} {e['kind']:<7} {e['id']:<6} {e['title']}"
-                         for e in r["entries"])
+        return _h_log(r)
     if cmd == "show":
         out = []
         for s in r["steps"]:
-            out.append(f"step {s['index']}: {s['title']}  ({s['timestamp']}, {s['files_changed']} files)")
+            label = f"step {s['index']}" if s["kind"] == "step" else f"{s['kind']} {s['id']}"
+            out.append(f"{label}: {s['title']}  ({s['timestamp'].replace('T', ' ').rstrip('Z')}, "
+                       f"{plural(s['files_changed'], 'file')} changed)")
             for k in ("conclusion", "next"):
                 if s.get(k):
                     out.append(f"    {k}: {s[k]}")
         for d in r.get("drifts", []):
-            out.append(f"  {d['kind']} {d['id']}: {d['title']} ({d['timestamp']})")
+            out.append(f"  {d['kind']} {d['id']}: {d['title']} ({d['timestamp'].replace('T', ' ').rstrip('Z')})")
         if r.get("next_cursor"):
             out.append(f"(more: --cursor {r['next_cursor']})")
         return "\n".join(out) or "no steps yet"
     if cmd == "diff":
         return r["patch"].rstrip("\n") or "no differences"
     if cmd in ("restore", "undo"):
-        p = r["plan"]
-        what = r["target"] + (f" ({', '.join(r['paths'])})" if r.get("paths") else "")
-        if r.get("recovered") and not r["applied"]:  # applied with failures: say so, never "preview"
-            head = (f"{'undo' if r.get('undo_of') else 'restore'} to {what} INCOMPLETE: "
-                    f"{len(r.get('failed') or [])} path(s) failed (below), none half-written; undo with: tc undo")
-        elif r.get("undo_of"):
-            head = (f"undid restore {r['undo_of'][:10]}: back to {what}; redo with: tc undo" if r["applied"]
-                    else f"preview of undoing restore {r['undo_of'][:10]} (nothing written)")
-        else:
-            head = (f"restored {what}; undo with: tc undo" if r["applied"]
-                    else f"preview of restore to {what} (nothing written; add --apply)")
-        lines = [head]
-        for k, label in (("to_write", "create"), ("to_replace", "replace"), ("to_delete", "delete")):
-            for path in p[k]:
-                lines.append(f"  {label:<8} {path}")
-        for u in p["unrestorable"]:
-            lines.append(f"  keep     {u['path']} ({u['reason']})")
-        for f in r.get("failed") or []:
-            lines.append(f"  failed   {f['path']} ({f['reason']})")
-        chk = r.get("check")
-        if chk and chk.get("outside_changed_count"):
-            lines.append(f"  warning: {chk['outside_changed_count']} paths outside the selection changed meanwhile "
-                         f"(not by this restore): {', '.join(chk['outside_changed'][:5])}")
-        if chk and chk.get("differs_from_target"):
-            lines.append(f"  warning: still differs from {r['target']}: {', '.join(chk['differs_from_target'][:5])}")
-        return "\n".join(lines)
+        return _h_restore(r)
     if cmd == "capture":
-        return f"captured drift {r['drift_id']} ({r['reads']} files)" if r["captured"] else "no changes"
+        if not r["captured"]:
+            return "nothing changed since the last commit"
+        return f"captured drift {r['drift_id']} ({plural(r['reads'], 'file')} changed)"
     if cmd == "switch":
         return f"active task: {r['task_id']}"
     if cmd == "compress":
-        return (f"dropped {r['converted']} drifts; {r['bytes_freed']} bytes freed "
-                f"({r['bytes_before']} -> {r['bytes_after']})")
+        return (f"dropped {plural(r['converted'], 'drift')}; {r['bytes_freed']:,} bytes freed "
+                f"({r['bytes_before']:,} -> {r['bytes_after']:,})")
     if cmd == "demo":
         return r["text"]
     return json.dumps(r, indent=2, ensure_ascii=False)
 
 
+# Engine messages name the MCP tools (agents read them); on the command line, the commands.
+_CLI_TERMS = [
+    (re.compile(r"see tc_show for the steps \(include_drift for drifts\)"), "see the ids with `{p} log`"),
+    (re.compile(r"list tasks with tc_show or `tc log --all`|list tasks with `tc log --all` or tc_show"),
+     "list tasks with `{p} log --all`"),
+    (re.compile(r"tc_restore drift_id=(d\d+) apply=true"), r"`{p} restore \1 --apply`"),
+    (re.compile(r"\btc_(\w+) \(tc \1\)"), r"`{p} \1`"),
+    (re.compile(r"\btc_(init|save|resume|show|restore|capture|switch|export|import|compress|push|pull|record|"
+                r"sessions|milestone|events|checkout|markdown|branch|replay)\b"), r"`{p} \1`"),
+    (re.compile(r"`tc (?=[a-z])"), "`{p} "),
+    (re.compile(r"`(?=(log|show)[ `])"), "`{p} "),
+]
+
+
+def cli_terms(message: str) -> str:
+    for rx, repl in _CLI_TERMS:
+        message = rx.sub(repl.replace("{p}", PROG), message)
+    return message
+
+
+# ---------------------------------------------------------------------------------- parser
+GROUPS = [
+    ("work on a task", ["init", "save", "resume", "log", "show", "diff", "restore", "undo", "run", "capture",
+                        "switch"]),
+    ("the conversation", ["record", "sessions", "milestone", "events", "checkout", "markdown", "branch",
+                          "tdiff", "replay"]),
+    ("share and look", ["view", "export", "import", "push", "pull"]),
+    ("connect an agent", ["setup", "hooks", "skill", "hook"]),
+    ("other", ["demo", "compress"]),
+]
+
+START_HERE = """\
+{p}: checkpoints for long AI-agent work, kept as git history.
+
+Start here:
+  {p} demo                     a one-minute tour in a scratch directory
+  {p} setup --client claude    connect your agent (claude, codex or cursor)
+  {p} init "<task name>"       start a task in this project
+  {p} save "<what you did>"    record a step
+  {p} resume                   where the work stands (what a new session reads)
+
+Every command: {p} --help"""
+
+
+def _globals(p: argparse.ArgumentParser, top: bool) -> None:
+    """Global options, accepted before or after the command (`tc-git log --json`)."""
+    d = {} if top else {"default": argparse.SUPPRESS}
+    p.add_argument("-C", "--root", metavar="DIR", help="run as if started in DIR (default: the current "
+                   "directory; the workspace is found upward from there, as git does)", **d)
+    p.add_argument("--json", action="store_true", help="machine-readable output", **d)
+
+
+class _Parser(argparse.ArgumentParser):
+    def format_help(self) -> str:
+        if not getattr(self, "_grouped", False):
+            return super().format_help()
+        sub = next(a for a in self._actions if isinstance(a, argparse._SubParsersAction))
+        helps = {c.dest: c.help for c in sub._choices_actions}
+        lines = [self.format_usage().rstrip(), "", self.description, ""]
+        seen = set()
+        width = max(len(n) for n in helps) + 2
+        for title, names in GROUPS + [("more", sorted(helps))]:
+            rows = [n for n in names if n in helps and n not in seen]
+            if not rows:
+                continue
+            lines.append(f"{title}:")
+            for n in rows:
+                seen.add(n)
+                lines.append(f"  {n:<{width}}{helps[n]}")
+            lines.append("")
+        lines += ["options:", "  -C, --root DIR  run as if started in DIR (the workspace is found upward from "
+                  "there, as git does)", "  --json          machine-readable output",
+                  "  --version       the version", "",
+                  f"Points of a task: {ID_HELP}.", f"`{PROG} <command> --help` describes a command's options."]
+        return "\n".join(lines) + "\n"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="tc", description="tc-git: checkpoints for long agent work, on git")
+    ap = _Parser(prog=PROG, description="tc-git: checkpoints for long AI-agent work, kept as git history",
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap._grouped = True
     ap.add_argument("--version", action="version", version=f"tc-git {__version__}")
-    ap.add_argument("-C", "--root", default=None, help="workspace directory (default: current directory)")
-    ap.add_argument("--json", action="store_true", help="machine-readable output")
-    sub = ap.add_subparsers(dest="cmd", required=True, metavar="command")
+    _globals(ap, top=True)
+    sub = ap.add_subparsers(dest="cmd", metavar="command", parser_class=argparse.ArgumentParser)
     _setup_core(sub)
     for setup in EXTENSIONS:
         setup(sub)
+    _add_globals_everywhere(ap)
     return ap
+
+
+def _add_globals_everywhere(parser, seen=None) -> None:
+    seen = set() if seen is None else seen
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for child in a.choices.values():
+                if id(child) in seen:
+                    continue
+                seen.add(id(child))
+                _globals(child, top=False)
+                _add_globals_everywhere(child, seen)
 
 
 EXTENSIONS: list = []  # setup(sub) functions of other layers; their parsers set `func`
@@ -273,7 +472,7 @@ def _load_extensions() -> None:
     if EXTENSIONS:
         return  # already loaded (main() may run more than once in one process)
     for mod in ("tc_git.handoff_cli", "tc_git.trajectory_cli", "tc_git.view_cli", "tc_git.hooks_cli",
-                "tc_git.skill_cli", "tc_git.run"):
+                "tc_git.skill_cli", "tc_git.run", "tc_git.setup_cli"):
         try:
             m = importlib.import_module(mod)
         except ImportError:
@@ -281,29 +480,65 @@ def _load_extensions() -> None:
         EXTENSIONS.append(m.setup)
 
 
+NO_WORKSPACE = {"demo", "setup", "hooks", "skill", "hook", None}
+
+
+def _workspace(args) -> str:
+    """The workspace of this command: the nearest one at or above the start directory, like
+    git's repository discovery; `init` starts one where it is asked to."""
+    from .discover import find_workspace
+
+    start = os.path.abspath(os.path.expanduser(args.root)) if args.root else os.getcwd()
+    found = find_workspace(start)
+    if args.cmd == "init":
+        if found is not None and str(found) != os.path.realpath(start) and not args.force:
+            raise BadInput(f"{start} is inside the tc-git workspace {found}: `{PROG} init` there starts a "
+                           f"new task in the same store (`{PROG} -C {found} init ...`); pass --force to make "
+                           f"{start} a separate workspace with its own store")
+        return start
+    return str(found) if found is not None else start
+
+
+def _prog(argv0: str) -> str:
+    name = os.path.basename(argv0 or "")
+    return "git tc" if name == "git-tc" else "tc-git"
+
+
+PROG = "tc-git"
+
+
 def main(argv=None) -> int:
+    global PROG
+    PROG = _prog(sys.argv[0] if sys.argv else "")
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["hook"]:  # hooks have a start-up budget: skip loading the other layers
         from .hooks import main as hook_main
 
         return hook_main(argv[1:])
+    if not argv:
+        print(START_HERE.format(p=PROG))
+        return 0
     _load_extensions()
     args = build_parser().parse_args(argv)
-    args.root = args.root or os.getcwd()
+    if args.cmd is None:
+        print(START_HERE.format(p=PROG))
+        return 0
     progress = Progress(enabled=not args.json)
     args.progress = progress
     try:
+        args.root = _workspace(args) if args.cmd not in NO_WORKSPACE else (args.root or os.getcwd())
         result = args.func(args) if hasattr(args, "func") else run_core(args)
     except TcError as e:
         progress.close()
+        message = cli_terms(e.message)
         if args.json:
-            print(jsonsafe.dumps({"error": e.message, "code": e.code, "isError": True}))
+            print(jsonsafe.dumps({"error": message, "code": e.code, "isError": True}))
         else:
-            print(f"tc: {e.message}", file=sys.stderr)
+            print(f"{PROG}: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         progress.close()
-        print("tc: interrupted", file=sys.stderr)
+        print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     progress.close()
     if args.json:
@@ -314,8 +549,8 @@ def main(argv=None) -> int:
         text = human(result) if human else _human(args.cmd, result)
         if text:
             try:
-                print(text)
-            except BrokenPipeError:  # `tc ... | head`
+                print(cli_terms(text) if args.cmd == "resume" else text)
+            except BrokenPipeError:  # `tc-git ... | head`
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if getattr(args, "exit_code_from_result", False):  # `run -- cmd` exits with the command's code
         return int(result.get("exit_code", 0))

@@ -437,8 +437,8 @@ def handoff_markdown(info: dict, bundle: Path, refs: dict, incremental: bool) ->
         "```", info.get("handoff", "").rstrip(), "```", "",
         "## Continue from here", "",
         "With tc-git, in the workspace that should take over (any path):", "",
-        "```", f"tc import {name}            # preview: what the workspace would become",
-        f"tc import {name} --apply    # bring the files to the imported head (undoable)", "```", "",
+        "```", f"tc-git import {name}            # preview: what the workspace would become",
+        f"tc-git import {name} --apply    # bring the files to the imported head (undoable)", "```", "",
         "Without tc-git, any git (2.x) can read it:", "",
         "```",
         f"git bundle verify {name}    # inside any repository",
@@ -493,7 +493,7 @@ def export(engine, to, since=None, task_id: str | None = None) -> dict:
             **({"note": note} if note else {}),
             "prerequisites": prereqs, "incremental": bool(prereqs), "captured": captured,
             "objects": stats["objects"], "bytes": stats["bytes"], "seconds": round(time.perf_counter() - t0, 3),
-            "continue": f"tc import {dest}"}
+            "continue": f"tc-git import {dest}"}
 
 
 # ============================================================================ import
@@ -1016,7 +1016,7 @@ def _pull(engine, url: str, created_store: bool) -> dict:
 def _restore_hint(engine, task_id: str) -> str | None:
     head = Timeline(engine.repo, task_id).head()
     if head.kind == "drift" and head.drift:
-        return f"the active task moved: preview the files with `tc restore --drift {head.drift}` (add --apply)"
+        return f"the active task moved: preview the files with `tc-git restore {head.drift}` (add --apply)"
     if head.step:
-        return f"the active task moved: preview the files with `tc restore {head.step}` (add --apply)"
+        return f"the active task moved: preview the files with `tc-git restore {head.step}` (add --apply)"
     return None

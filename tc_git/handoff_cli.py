@@ -1,11 +1,23 @@
-"""`tc export`, `tc import`, `tc push`, `tc pull`: the handoff layer on the command line."""
+"""`tc-git export`, `import`, `push`, `pull`: the handoff layer on the command line."""
 from __future__ import annotations
+
+
+def PROG() -> str:
+    from . import cli
+
+    return cli.PROG
 
 
 def _engine(args):
     from .cli import engine_for
 
     return engine_for(args)
+
+
+def _task(args):
+    from .cli import task_arg
+
+    return task_arg(args)
 
 
 def _h_export(r: dict) -> str:
@@ -24,15 +36,16 @@ def _h_import(r: dict) -> str:
         if r.get(k):
             lines.append(f"  {k.replace('_', ' ')}: {', '.join(r[k])}")
     if r.get("filtered"):
-        lines.append(f"  left out (sensitive): {', '.join(r['filtered'][:10])}")
+        more = f" (+{len(r['filtered']) - 10} more)" if len(r["filtered"]) > 10 else ""
+        lines.append(f"  left out (sensitive): {', '.join(r['filtered'][:10])}{more}")
     rs = r.get("restore")
     if rs:
         c = rs["plan"]["counts"]
         if rs.get("applied"):
-            lines.append(f"  workspace restored to {rs['target']}; undo with: tc restore --drift {rs['recovered']} --apply")
+            lines.append(f"  workspace restored to {rs['target']}; undo with: {PROG()} restore {rs['recovered']} --apply")
         else:
             target = rs["target"]
-            cmd = f"tc restore --drift {target} --apply" if target.startswith("d") else f"tc restore {int(target[1:])} --apply"
+            cmd = f"{PROG()} restore {target} --apply"
             lines.append(f"  workspace not changed: the restore to {target} would create {c['to_write']}, replace "
                          f"{c['to_replace']}, delete {c['to_delete']} files; run `{cmd}` (undoable)")
     return "\n".join(lines)
@@ -41,7 +54,7 @@ def _h_import(r: dict) -> str:
 def _h_push(r: dict) -> str:
     lines = [f"pushed {len(r['pushed'])} refs to {r['remote']} ({r['up_to_date']} up to date)"]
     if r["remote_ahead"]:
-        lines.append(f"  remote is ahead (tc pull): {', '.join(r['remote_ahead'])}")
+        lines.append(f"  remote is ahead ({PROG()} pull): {', '.join(r['remote_ahead'])}")
     for k, v in r["conflicts"].items():
         lines.append(f"  conflict {k}: {v}")
     return "\n".join(lines)
@@ -61,8 +74,9 @@ def setup(sub) -> None:
     p = sub.add_parser("export", help="write a git bundle + HANDOFF.md of the task (any git can read it)")
     p.add_argument("to", help="an existing directory, or a file path ending in .bundle")
     p.add_argument("--since", default=None, help="an earlier bundle: write only what it lacks")
-    p.add_argument("--task", dest="task_id", default=None)
-    p.set_defaults(func=lambda a: _engine(a).export(a.to, since=a.since, task_id=a.task_id), human=_h_export)
+    p.add_argument("--task", dest="task_id", default=None,
+                   help="task id, a unique prefix of it, or the task's name (default: the active task)")
+    p.set_defaults(func=lambda a: _engine(a).export(a.to, since=a.since, task_id=_task(a)), human=_h_export)
 
     p = sub.add_parser("import", help="bring a task from a bundle (or a seed handoff directory) into this workspace")
     p.add_argument("package", help="a .bundle file, a directory holding one, or a task-checkpoint-mcp handoff dir")

@@ -279,8 +279,9 @@ def setup(sub) -> None:
     from .hooks import EVENT_NAMES
 
     p = sub.add_parser("hook", help="run one agent hook (the agent calls this; event JSON on stdin)")
-    p.add_argument("event", choices=sorted(EVENT_NAMES))
-    p.add_argument("--agent", choices=["claude", "codex"], default=None)
+    p.add_argument("event", choices=sorted(EVENT_NAMES), help="the agent event being handled")
+    p.add_argument("--agent", choices=["claude", "codex"], default=None,
+                   help="which agent calls (default: guessed from the event JSON)")
     p.set_defaults(func=_run_hook, human=lambda r: r["output"])
 
     p = sub.add_parser("hooks", help="install or remove tc-git's hooks in Claude Code or Codex settings")
@@ -288,7 +289,8 @@ def setup(sub) -> None:
     for name in ("install", "uninstall"):
         q = hs.add_parser(name, help=f"{name} tc-git's hooks "
                                      f"({'merged into' if name == 'install' else 'only ours, from'} the settings file)")
-        q.add_argument("--client", choices=["claude", "codex"], default="claude")
+        q.add_argument("--client", choices=["claude", "codex"], default="claude",
+                       help="the agent whose settings to change (default: claude)")
         q.add_argument("--scope", choices=["user", "project", "local"], default="user",
                        help="user: ~/.claude/settings.json or ~/.codex/hooks.json; project: <root>/.claude/"
                             "settings.json or <root>/.codex/hooks.json; local: <root>/.claude/settings.local.json")

@@ -1092,7 +1092,7 @@ def main(argv=None) -> None:
     if argv and argv[0] in ("-h", "--help"):
         print("tc-mcp: the tc-git MCP server on stdio (no arguments). Env: TC_STORE, TC_WATCH=off, "
               "TC_WATCH_INTERVAL, TC_DRIFT_MAX_WAIT, TC_LOCK_TIMEOUT, TC_LOG_LEVEL, TC_MCP_FAST=off. "
-              "Skill: `tc skill install`.")
+              "Skill: `tc-git setup --client claude`.")
         return
     if argv and argv[0] == "--version":
         print(f"tc-mcp {__version__}")

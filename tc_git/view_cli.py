@@ -1,9 +1,13 @@
-"""`tc view`: write the self-contained HTML view (see tc_git/view.py)."""
+"""`tc-git view`: write the self-contained HTML view (see tc_git/view.py)."""
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 
 def _run(args) -> dict:
     from .cli import engine_for
+    from .ids import resolve_task
     from .view import write_view
 
     e = engine_for(args)
@@ -16,8 +20,23 @@ def _run(args) -> dict:
         if user is not None and ids:
             return dict(write_view(user, task_ids=[], session_ids=ids, out=args.output, open_it=args.open),
                         store="user")
-    return write_view(e, task_ids=args.view_tasks, session_ids=args.view_sessions,
-                      out=args.output, open_it=args.open)
+    tasks = [resolve_task(e, t) for t in args.view_tasks]
+    r = write_view(e, task_ids=tasks, session_ids=args.view_sessions, out=args.output, open_it=args.open)
+    # The default is in the store, which no snapshot ever reads; a page written into the workspace
+    # would be recorded by the next save and travel in every bundle.
+    path, root, store = Path(r["path"]), e.root, e.store.path.resolve()
+    if _inside(path, root) and not _inside(path, store):
+        r["warning"] = (f"{path} is inside the workspace: the next save records it. Write it elsewhere "
+                        f"(-o {Path(os.path.expanduser('~')) / path.name}), or leave -o out")
+    return r
+
+
+def _inside(path: Path, d: Path) -> bool:
+    try:
+        path.resolve().relative_to(d.resolve())
+        return True
+    except ValueError:
+        return False
 
 
 def _human(r: dict) -> str:
@@ -29,6 +48,8 @@ def _human(r: dict) -> str:
     s = f"wrote {r['path']} ({r['bytes']:,} bytes; {', '.join(what) or 'nothing recorded yet'})"
     if any(r["truncated"].values()):
         s += "\n  some diffs or outputs were shortened to keep the page small; the store has them in full"
+    if r.get("warning"):
+        s += f"\n  note: {r['warning']}"
     if not r.get("opened", True):
         s += f"\n  could not open a browser; open {r['url']}"
     return s
@@ -37,11 +58,12 @@ def _human(r: dict) -> str:
 def setup(sub) -> None:
     p = sub.add_parser("view", help="write a self-contained HTML view of a task and its conversations")
     p.add_argument("--task", dest="view_tasks", action="append", default=[], metavar="ID",
-                   help="task id (repeatable; default: the active task, or every task)")
+                   help="task id, unique prefix or name (repeatable; default: the active task, or every task)")
     p.add_argument("--session", dest="view_sessions", action="append", default=[], metavar="ID",
                    help="session <agent>-<id> or its id (repeatable; default: every session, or the "
                         "sessions linked to --task)")
     p.add_argument("-o", "--output", default=None, metavar="FILE",
-                   help="HTML file to write (default: <store>/view/<task or session>.html)")
+                   help="HTML file to write (default: <store>/view/<task or session>.html, which no save "
+                        "records)")
     p.add_argument("--open", action="store_true", help="open the page in the default browser")
     p.set_defaults(func=_run, human=_human)

@@ -70,7 +70,7 @@ def test_no_store_is_created_by_reads_or_saves(ws):
         assert "tc_init" in ei.value.message or "unknown task" in ei.value.message
     assert list(ws.iterdir()) == []
     r = tc("-C", ws, "save", "s")
-    assert r.returncode == 2 and b"tc_init" in r.stderr
+    assert r.returncode == 2 and b"`tc-git init`" in r.stderr  # the CLI speaks in commands, not MCP tools
     assert list(ws.iterdir()) == []
 
 
@@ -137,13 +137,14 @@ def test_cli_bad_arguments(task):
     ws = task.root
     before = _unchanged(task)
     for args, msg in ((["restore", "9"], b"has no step"), (["restore", "--drift", "d0042"], b"has no drift"),
-                      (["show", "7"], b"has no step"), (["restore", "--drift", "zz"], b"drift_id must look like"),
-                      (["switch", "t404"], b"unknown task")):
+                      (["show", "7"], b"has no step"), (["restore", "--drift", "zz"], b"is not an id"),
+                      (["restore", "r0009"], b"has no restore"), (["restore", "s0009"], b"has no step"),
+                      (["restore", "ffff0000"], b"no commit ffff0000"), (["switch", "t404"], b"no task 't404'")):
         r = tc("-C", ws, *args)
         assert r.returncode == 2, (args, r.stderr)
         assert msg in r.stderr and b"Traceback" not in r.stderr
-    r = tc("-C", ws, "restore", "1", "--drift", "d0001")  # argparse: mutually exclusive
-    assert r.returncode == 2 and b"not allowed with" in r.stderr
+    r = tc("-C", ws, "restore", "1", "--drift", "d0001")  # two points
+    assert r.returncode == 2 and b"name the point to restore to" in r.stderr
     r = tc("-C", ws, "restore")
     assert r.returncode == 2
     assert _unchanged(task) == before

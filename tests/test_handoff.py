@@ -176,7 +176,7 @@ def test_bundle_round_trip_A_to_B_and_back(world, tmp_path):
     assert user_state(repo) == before
     assert x["captured"] and Path(x["path"]).name == f"{tid}.bundle" and (out / "HANDOFF.md").is_file()
     md = (out / "HANDOFF.md").read_text()
-    assert "tc import" in md and "git fetch" in md and "step two" in md
+    assert "tc-git import" in md and "git fetch" in md and "step two" in md
     # stock git is the judge: verify, fetch, clone
     assert "is okay" in g("bundle", "verify", x["path"], cwd=repo, check=True) + gr(
         "bundle", "verify", x["path"], cwd=repo).stderr.decode()

@@ -154,15 +154,15 @@ def test_run_sh_uses_tc_hook_when_on_path(tmp_path):
     assert "via run.sh" in json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
 
 
-def test_run_sh_uses_the_interpreter_of_the_tc_script(tmp_path):
-    """No tc-hook on PATH: run.sh reads the `tc` console script's shebang and runs the hook
+def test_run_sh_uses_the_interpreter_of_the_tc_git_script(tmp_path):
+    """No tc-hook on PATH: run.sh reads the `tc-git` console script's shebang and runs the hook
     module with that interpreter (never the slow full CLI)."""
     import sys
 
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    (bindir / "tc").write_text(f"#!{sys.executable}\nraise SystemExit('the full CLI must not run')\n")
-    (bindir / "tc").chmod(0o755)
+    (bindir / "tc-git").write_text(f"#!{sys.executable}\nraise SystemExit('the full CLI must not run')\n")
+    (bindir / "tc-git").chmod(0o755)
     from tc_git.engine import Engine
 
     ws = tmp_path / "ws"
