@@ -233,20 +233,19 @@ def listing(items, limit: int = 10, indent: str = "  ", total: int | None = None
 
 
 def _left_out(r: dict) -> list[str]:
-    """Files kept out of the store: the new ones named (once), the others counted. The engine
-    says which are new (`new_skipped_paths`) when it knows; otherwise every one is named."""
+    """Files kept out of the store: the new ones named (once: the engine says which are new in
+    `newly_left_out`), the others counted."""
     every = r.get("skipped_paths") or []
-    new = r.get("new_skipped_paths")
+    new = r.get("newly_left_out")
     if new is None:
         new = every
     lines = []
     if new:
-        lines.append(f"  left out ({plural(len(new), 'new file')}; contents never stored):" if new is not every
-                     else f"  left out ({plural(len(every), 'file')}; contents never stored):")
+        lines.append(f"  left out, contents never stored ({plural(len(new), 'new file' if new is not every else 'file')}):")
         lines += listing(new, indent="    ")
     rest = len(every) - len(new)
     if rest > 0:
-        lines.append(f"  {plural(rest, 'file')} left out as before")
+        lines.append(f"  {plural(rest, 'other file')} left out as before ({PROG} resume lists them)")
     return lines
 
 

@@ -1,10 +1,10 @@
-"""`tc hook <event>` (the runtime entry the agent calls) and `tc hooks install|uninstall`.
+"""`tc-git hook <event>` (the runtime entry the agent calls) and `tc-git hooks install|uninstall`.
 
 Install merges tc-git's hooks into the agent's settings file without touching anything else:
 our handlers are recognised by their command (`tc-hook`, `tc hook`, `tc_git.hooks`, the
 plugin's `hooks/run.sh`), re-installing replaces them in place, and uninstall removes only
-them. The file is rewritten atomically and the first version we changed is kept as
-`<file>.tc-git.bak`.
+them. The file is rewritten atomically in its own formatting; the version before our first edit
+is kept in tc-git's state directory (userfiles.py), so uninstall can put it back byte for byte.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from .errors import BadInput
-from .fsutil import atomic_write
+from . import userfiles
 
 CLAUDE_EVENTS = ("SessionStart", "PostToolUse", "PreCompact", "SessionEnd")
 CODEX_EVENTS = ("SessionStart", "PostToolUse", "PreCompact", "Stop")
@@ -133,34 +133,19 @@ def merge(settings: dict, ours: dict) -> dict:
 
 
 def _load(path: Path) -> dict:
-    if not path.exists():
-        return {}
-    text = path.read_text(encoding="utf-8")
-    if not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise BadInput(f"{path} is not valid JSON ({e}); fix it first, tc-git will not overwrite it") from e
-    if not isinstance(data, dict):
-        raise BadInput(f"{path} does not hold a JSON object; fix it first, tc-git will not overwrite it")
-    return data
+    return userfiles.load_json(path)[0]
 
 
 def _replace(path: Path, text: str) -> None:
-    """Write a user's config file atomically, keeping its mode; the first time, a `.tc-git.bak`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = 0o644
-    if path.exists():
-        bak = path.with_name(path.name + ".tc-git.bak")
-        if not bak.exists():
-            bak.write_bytes(path.read_bytes())
-        mode = path.stat().st_mode & 0o777
-    atomic_write(path, text.encode("utf-8"), mode)
+    """Write a user's config file atomically, keeping its mode; its first version is kept in
+    tc-git's state directory (not as a `.bak` beside it) so uninstall can put it back exactly."""
+    userfiles.write(path, text.encode("utf-8"))
 
 
 def _write(path: Path, data: dict) -> None:
-    _replace(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    """JSON in the file's own style (indentation, final newline), so the user's diff is ours only."""
+    _orig, text = userfiles.load_json(path)
+    userfiles.write(path, userfiles.dump_like(data, text))
 
 
 # ----------------------------------------------------------------------------- targets
@@ -234,22 +219,88 @@ def install(client: str = "claude", scope: str = "user", root: str = ".", path: 
     return out
 
 
-def uninstall(client: str = "claude", scope: str = "user", root: str = ".", path: str | None = None) -> dict:
+def uninstall(client: str | None = None, scope: str = "user", root: str = ".", path: str | None = None,
+              feature_flag: bool = True) -> dict:
+    """Remove our handlers. A file tc-git created goes away (no `{}` left behind); a file whose
+    only change since tc-git's first edit was ours gets its exact bytes back; otherwise only our
+    handlers are taken out, in the file's own formatting. Without a client: Claude Code and Codex."""
+    if client is None:
+        if path:
+            raise BadInput("--settings needs --client (claude or codex)")
+        parts = [uninstall(c, scope, root) for c in (("claude", "codex") if scope != "local" else ("claude",))]
+        return {"client": "all", "scope": scope, "settings": ", ".join(p["settings"] for p in parts),
+                "removed": sum(p["removed"] for p in parts), "changed": any(p["changed"] for p in parts),
+                "parts": parts}
     target = Path(os.path.expanduser(path)) if path else settings_path(client, scope, root)
-    data = _load(target)
+    data, text = userfiles.load_json(target)
     hooks = data.get("hooks")
     removed = 0
+    done = "untouched"
     if isinstance(hooks, dict):
         hooks = json.loads(json.dumps(hooks))
         removed = remove_ours(hooks)
         if removed:
+            data = dict(data)
             if hooks:
                 data["hooks"] = hooks
             else:
                 data.pop("hooks")
-            _write(target, data)
-    return {"client": client, "scope": scope, "settings": str(target), "removed": removed,
-            "changed": bool(removed)}
+            rec = userfiles.pristine(target)
+            gone = not data and rec is not None and not rec["existed"]
+            done = userfiles.put_back(target, None if gone else userfiles.dump_like(data, text),
+                                      same=userfiles.same_json)
+    out = {"client": client, "scope": scope, "settings": str(target), "removed": removed,
+           "changed": bool(removed), "file": done}
+    if client == "codex" and scope == "user" and not path and feature_flag:
+        out["feature_flag"] = disable_codex_hooks(codex_home() / "config.toml")
+    return out
+
+
+def disable_codex_hooks(config: Path) -> str:
+    """Take out the `codex_hooks = true` that install added (never one the user wrote)."""
+    rec = userfiles.pristine(config)
+    if rec is None or not config.exists():
+        return "not touched"
+    import tomllib
+
+    try:
+        before = tomllib.loads((rec["data"] or b"").decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return "not touched"
+    if "codex_hooks" in (before.get("features") or {}):
+        userfiles.forget(config)
+        return "left as you had it"
+    candidates = flag_candidates(config.read_text(encoding="utf-8"))
+    if not candidates:
+        return "not touched"
+    return put_back_toml(config, candidates)
+
+
+def flag_candidates(text: str) -> list[str]:
+    """`text` without the `codex_hooks = true` install added: install put it under an existing
+    [features], or appended "\n[features]\ncodex_hooks = true". Several spellings of the result,
+    most likely first; [] when the line is not there."""
+    lines = text.splitlines(keepends=True)
+    ours = [i for i, x in enumerate(lines) if x.strip() == "codex_hooks = true"]
+    if not ours:
+        return []
+    del lines[ours[0]]
+    stripped = "".join(lines)
+    out = [stripped]
+    if stripped.endswith("[features]\n"):
+        c = stripped[: -len("[features]\n")]
+        out += [c[:-1] if c.endswith("\n\n") else c, c]
+    return out
+
+
+def put_back_toml(config: Path, candidates: list[str]) -> str:
+    """Exact bytes back when one candidate is the remembered original; else the first one."""
+    rec = userfiles.pristine(config)
+    orig = rec["data"] if rec else None
+    for c in candidates:
+        if rec is not None and ((orig is None and not c.strip()) or (orig is not None and c.encode("utf-8") == orig)):
+            return userfiles.put_back(config, orig)
+    return userfiles.put_back(config, candidates[0].encode("utf-8"))
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -270,6 +321,8 @@ def _human_install(r: dict) -> str:
 
 
 def _human_uninstall(r: dict) -> str:
+    if "parts" in r:
+        return "\n".join(_human_uninstall(p) for p in r["parts"])
     if r["removed"]:
         return f"removed {r['removed']} tc-git hook handler(s) from {r['settings']}"
     return f"no tc-git hooks in {r['settings']}"
@@ -289,8 +342,8 @@ def setup(sub) -> None:
     for name in ("install", "uninstall"):
         q = hs.add_parser(name, help=f"{name} tc-git's hooks "
                                      f"({'merged into' if name == 'install' else 'only ours, from'} the settings file)")
-        q.add_argument("--client", choices=["claude", "codex"], default="claude",
-                       help="the agent whose settings to change (default: claude)")
+        q.add_argument("--client", choices=["claude", "codex"], default="claude" if name == "install" else None,
+                       help="the agent whose settings to change (default: claude; uninstall: both)")
         q.add_argument("--scope", choices=["user", "project", "local"], default="user",
                        help="user: ~/.claude/settings.json or ~/.codex/hooks.json; project: <root>/.claude/"
                             "settings.json or <root>/.codex/hooks.json; local: <root>/.claude/settings.local.json")

@@ -1,4 +1,4 @@
-"""`tc skill install` / `tc skill path`: put SKILL.md where an agent runtime looks for skills.
+"""`tc-git skill install|uninstall|path`: put SKILL.md where an agent runtime looks for skills.
 
 The skill ships inside the package (`tc_git/data/SKILL.md`, identical to the repository's
 `SKILL.md`). Never imports `mcp`.
@@ -55,6 +55,28 @@ def install(client: str = "claude", force: bool = False, project: Path | None = 
     return {"path": str(target), "client": client, "installed": True, "unchanged": False, "source": str(src)}
 
 
+def uninstall(client: str = "claude", force: bool = False, project: Path | None = None,
+              dest: str | None = None) -> dict:
+    """Remove the installed SKILL.md (only if it is ours, unchanged, unless forced) and its
+    directory when nothing else is left in it."""
+    base = Path(os.path.expanduser(dest)).resolve() if dest else skills_dir(client, project)
+    target = base / SKILL_NAME / "SKILL.md"
+    if not target.is_file() or target.is_symlink():
+        return {"path": str(target), "client": client, "removed": False}
+    if target.read_bytes() != skill_source().read_bytes() and not force:
+        raise Conflict(f"{target} differs from this tc-git's SKILL.md (edited, or another version); "
+                       "pass --force to remove it anyway")
+    target.unlink()
+    try:
+        target.parent.rmdir()
+    except OSError:
+        pass  # other files live there: theirs
+    from . import userfiles
+
+    userfiles.forget(target)
+    return {"path": str(target), "client": client, "removed": True}
+
+
 def _h_install(r: dict) -> str:
     if r["unchanged"]:
         return f"{r['path']} is already up to date"
@@ -75,6 +97,14 @@ def setup(sub) -> None:
     q.set_defaults(func=lambda a: install(a.client, a.force, Path(a.root).resolve() if a.project else None,
                                           a.dest),
                    human=_h_install)
+
+    q = ss.add_parser("uninstall", help="remove the installed SKILL.md (only if unchanged, unless --force)")
+    q.add_argument("--client", choices=CLIENTS, default="claude", help="whose skills directory (default: claude)")
+    q.add_argument("--project", action="store_true", help="the workspace's skills directory, not the home one")
+    q.add_argument("--dest", default=None, help="an explicit skills directory")
+    q.add_argument("--force", action="store_true", help="remove it even if it was edited")
+    q.set_defaults(func=lambda a: uninstall(a.client, a.force, Path(a.root).resolve() if a.project else None, a.dest),
+                   human=lambda r: f"removed {r['path']}" if r["removed"] else f"no tc-git skill at {r['path']}")
 
     q = ss.add_parser("path", help="print where the packaged SKILL.md is")
     q.set_defaults(func=lambda a: {"path": str(skill_source())}, human=lambda r: r["path"])

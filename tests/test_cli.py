@@ -235,3 +235,17 @@ def test_diff_stat_is_gits(project):
         git = subprocess.run(["git", "--git-dir", store, "diff", "--stat", c1, c2], capture_output=True,
                              env=env).stdout.decode()
         assert ours == git, (cols, ours, git)
+
+
+def test_demo_reads_well(tmp_path):
+    """The README's first command ends in `tc-git demo`: every part of the tour runs, and the text
+    is for people (.ci/check-demo is the same check CI runs on the clean-clone install)."""
+    from pathlib import Path
+
+    r = tc("demo", cwd=tmp_path)
+    out = tmp_path / "demo.out"
+    out.write_text(r.stdout)
+    check = subprocess.run(["bash", str(Path(__file__).resolve().parents[1] / ".ci" / "check-demo"), str(out)],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout[-3000:]
+    assert not list(tmp_path.iterdir()) == [] and not any(p.name.startswith("tc-demo-") for p in tmp_path.iterdir())

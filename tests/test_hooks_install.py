@@ -55,7 +55,7 @@ def test_install_merges_and_uninstall_restores(home):
     assert len(ours) == 5 and sum("session-start" in c for c in ours) == 1
     bash = [g for g in s["hooks"]["PostToolUse"] if g.get("matcher") == "Bash"][0]["hooks"][0]
     assert bash["async"] is True
-    assert json.loads((home / ".claude" / "settings.json.tc-git.bak").read_text()) == UNRELATED
+    assert not list((home / ".claude").glob("*.bak"))  # the first version is kept in tc-git's state dir
     # idempotent
     assert tc(home, "hooks", "install")["changed"] is False
     # the installed command really is a working hook entry
@@ -63,14 +63,16 @@ def test_install_merges_and_uninstall_restores(home):
     r = subprocess.run(ss["hooks"][0]["command"], shell=True, input='{"hook_event_name":"SessionStart","cwd":"/"}',
                        capture_output=True, text=True, env=clean_env(HOME=str(home)))
     assert r.returncode == 0 and r.stdout == "" and r.stderr == ""
-    # uninstall removes ours only (and the old `tc-hook` one too)
-    r = tc(home, "hooks", "uninstall")
+    # uninstall removes ours only (and the old `tc-hook` one too), in the file's own formatting
+    r = tc(home, "hooks", "uninstall", "--client", "claude")
     assert r["removed"] == 5
     s = json.loads(path.read_text())
     expected = json.loads(json.dumps(UNRELATED))
     expected["hooks"]["SessionStart"][0]["hooks"].pop()
     assert s == expected
+    assert path.read_text() == json.dumps(expected, indent=2)  # no final newline, as the user had it
     assert tc(home, "hooks", "uninstall")["removed"] == 0
+    assert not list((home / ".claude").glob("*.bak"))
 
 
 def test_install_into_a_missing_file_and_remove_leaves_no_hooks_key(home):
@@ -78,7 +80,7 @@ def test_install_into_a_missing_file_and_remove_leaves_no_hooks_key(home):
     tc(home, "hooks", "install")
     assert set(json.loads(path.read_text())["hooks"]) == {"SessionStart", "PostToolUse", "PreCompact", "SessionEnd"}
     tc(home, "hooks", "uninstall")
-    assert json.loads(path.read_text()) == {}
+    assert not path.exists()  # we created it: no `{}` left behind
 
 
 def test_project_and_local_scope(home, tmp_path):
@@ -105,6 +107,8 @@ def test_codex_install_enables_the_feature_flag_and_keeps_the_config(home):
     (codex / "config.toml").write_text('model = "gpt-5-codex"\n\n[features]\nweb_search = true\n\n[tui]\nx = 1\n')
     (codex / "hooks.json").write_text(json.dumps({"hooks": {"PreToolUse": [
         {"matcher": "Bash", "hooks": [{"type": "command", "command": "guard.sh"}]}]}}))
+    config_before = (codex / "config.toml").read_text()
+    hooks_before = (codex / "hooks.json").read_text()
     r = tc(home, "hooks", "install", "--client", "codex")
     assert r["settings"] == str(codex / "hooks.json") and "enabled" in r["feature_flag"]
     import tomllib
@@ -115,9 +119,11 @@ def test_codex_install_enables_the_feature_flag_and_keeps_the_config(home):
     assert set(h) == {"PreToolUse", "SessionStart", "PostToolUse", "PreCompact", "Stop"}
     assert all("--agent codex" in c for c in commands({"hooks": {k: v for k, v in h.items() if k != "PreToolUse"}}))
     assert tc(home, "hooks", "install", "--client", "codex")["feature_flag"] == "already enabled"
-    assert tc(home, "hooks", "uninstall", "--client", "codex")["removed"] == 4
-    assert json.loads((codex / "hooks.json").read_text()) == {"hooks": {"PreToolUse": [
-        {"matcher": "Bash", "hooks": [{"type": "command", "command": "guard.sh"}]}]}}
+    r = tc(home, "hooks", "uninstall", "--client", "codex")
+    assert r["removed"] == 4 and r["feature_flag"] == "restored"
+    # both files byte for byte as they were (the flag install added is gone again)
+    assert (codex / "hooks.json").read_text() == hooks_before
+    assert (codex / "config.toml").read_text() == config_before
 
 
 def test_codex_feature_flag_appended_when_absent_and_respected_when_false(home):
@@ -125,6 +131,9 @@ def test_codex_feature_flag_appended_when_absent_and_respected_when_false(home):
     codex.mkdir()
     tc(home, "hooks", "install", "--client", "codex")
     assert (codex / "config.toml").read_text() == "[features]\ncodex_hooks = true\n"
+    r = tc(home, "hooks", "uninstall")  # no --client: Claude Code and Codex
+    assert r["removed"] == 4 and not (codex / "config.toml").exists() and not (codex / "hooks.json").exists()
+    tc(home, "hooks", "install", "--client", "codex")
     (codex / "config.toml").write_text("[features]\ncodex_hooks = false\n")
     r = tc(home, "hooks", "install", "--client", "codex")
     assert "left alone" in r["feature_flag"]

@@ -68,7 +68,7 @@ def test_selective_restore_changes_exactly_the_selection_and_undo_reverses_it(ws
     # commit differs from it only inside the selection
     log = git(store, "log", "--format=%H %s", f"refs/checkpoints/tasks/{engine.store.active_task()}/head")
     (restore_c, subject), (point_c, point_subject) = [x.split(" ", 1) for x in log.decode().splitlines()[:2]]
-    assert subject.startswith("restore:") and "before restore" in point_subject
+    assert subject.startswith("restore r") and "before restore" in point_subject  # restore rNNNN: to ...
     assert git(store, "show", f"{point_c}:docs/guide.md") == b"guide 3 (unsaved)\n"
     assert git(store, "show", f"{point_c}:notes.txt") == b"unsaved new file\n"
     names = git(store, "diff", "--name-only", point_c, restore_c).decode().split()
@@ -140,7 +140,7 @@ def test_cli_restore_path_from_a_subdirectory_and_undo(ws, engine):
     r = tc_json("-C", ws, "restore", "1", "--path", "lib", cwd=ws / "src", env=env)
     assert r["paths"] == ["src/lib"] and not r["applied"] and tree_state(ws) == before
     out = tc("-C", ws, "restore", "1", "--path", "lib", "--apply", cwd=ws / "src", env=env, check=True)
-    assert b"tc undo" in out.stdout
+    assert b"tc-git undo" in out.stdout
     assert _only(tree_state(ws), [b"src/lib"]) == _only(step1, [b"src/lib"])
     assert tree_state(ws)[b"src/app.py"] == before[b"src/app.py"]
     bad = tc("-C", ws, "restore", "1", "--path", "../../etc", cwd=ws / "src", env=env)

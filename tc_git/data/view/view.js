@@ -156,7 +156,7 @@
         var tg = add(li, "div", "txt");
         add(tg, "span", "lbl", "Restored to");
         if (byId[e.tg]) link(tg, "#c-" + short(byId[e.tg]), e.tg); else tg.appendChild(doc.createTextNode(e.tg));
-        if (e.ud) { add(tg, "span", "lbl", " · undo:"); tg.appendChild(doc.createTextNode("tc restore --drift " + e.ud + " --apply")); }
+        if (e.ud) { add(tg, "span", "lbl", " · undo:"); tg.appendChild(doc.createTextNode("tc-git restore " + e.ud + " --apply")); }
       }
       if (e.rp) add(li, "div", "txt meta", "restore point: the workspace just before a restore");
       if (e.nx) { var nx = add(li, "div", "txt"); add(nx, "span", "lbl", "Next"); nx.appendChild(doc.createTextNode(e.nx)); }
