@@ -174,7 +174,15 @@ def run_core(args) -> dict:
             return {"tasks": e.tasks()}
         return {"entries": e.log(task, args.limit)}
     if c == "show":
-        return e.show(task, args.id, args.include_drift, args.limit, args.cursor)
+        if args.id is not None:  # any id form; the engine's `index` takes step numbers only
+            tl = e._timeline(task)
+            ent = tl.find(args.id)
+            if ent.kind == "step":
+                return e.show(task, ent.step, args.include_drift, args.limit, args.cursor)
+            head = tl.head()
+            return {"task_id": tl.task_id, "status": e._status(tl, head), "head": head.step,
+                    "steps": [e._entry_dict(tl, ent)], "drifts": [], "next_cursor": None}
+        return e.show(task, None, args.include_drift, args.limit, args.cursor)
     if c == "diff":
         if args.stat:
             from .diffstat import stat
@@ -382,7 +390,7 @@ def cli_terms(message: str) -> str:
 GROUPS = [
     ("work on a task", ["init", "save", "resume", "log", "show", "diff", "restore", "undo", "run", "capture",
                         "switch"]),
-    ("the conversation", ["record", "sessions", "milestone", "events", "checkout", "markdown", "branch",
+    ("the conversation", ["record", "sessions", "resume-session", "milestone", "events", "checkout", "markdown", "branch",
                           "tdiff", "replay"]),
     ("share and look", ["view", "export", "import", "push", "pull"]),
     ("connect an agent", ["setup", "hooks", "skill", "hook"]),

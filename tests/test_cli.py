@@ -192,7 +192,8 @@ def test_start_here_and_grouped_help(project):
     assert "git tc init" in r.stdout
 
 
-OWNED_ELSEWHERE = {"record", "sessions", "milestone", "events", "checkout", "markdown", "branch", "tdiff", "replay"}
+OWNED_ELSEWHERE = {"record", "sessions", "milestone", "events", "checkout", "markdown", "branch", "tdiff", "replay",
+                   "resume-session"}
 
 
 def test_every_option_is_described():
