@@ -1026,8 +1026,14 @@ def _watch_user_git(fn):
         from .handoff import user_gitdir
 
         gitdir = user_gitdir(self)
-        with gitguard.watch(gitdir) as g:
-            out = fn(self, *args, **kwargs)
+        if getattr(self, "_git_watched", False) or gitdir is None:  # nested call (import -> restore)
+            return fn(self, *args, **kwargs)
+        self._git_watched = True
+        try:
+            with gitguard.watch(gitdir) as g:
+                out = fn(self, *args, **kwargs)
+        finally:
+            self._git_watched = False
         if gitdir is not None and isinstance(out, dict):
             git = out.get("git") if isinstance(out.get("git"), dict) else {}
             git["unchanged"] = g["unchanged"]

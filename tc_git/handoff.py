@@ -359,7 +359,9 @@ def mirror(engine, pick, label: str | None) -> dict:
         if gitdir is None:
             out["reason"] = "not a git repo"
             return out
-        verify = not _off("TC_GIT_VERIFY")
+        # inside an engine call that watches the user's git as a whole (engine._watch_user_git),
+        # that outer fingerprint is the one reported: no second pair here
+        verify = not _off("TC_GIT_VERIFY") and not getattr(engine, "_git_watched", False)
         before = fingerprint(gitdir) if verify else None
         res = sync_into_repo(engine.repo, gitdir, pick(engine.repo))
         out.update(ok=not res["skipped"], ref=label, objects=res["objects"])
