@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import threading
+import time
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -53,8 +54,10 @@ def cache_path() -> Path:
 
 
 def load_cache() -> dict | None:
+    p = cache_path()
     try:
-        data = json.loads(cache_path().read_text(encoding="utf-8"))
+        data = json.loads(p.read_text(encoding="utf-8"))
+        os.utime(p)  # in use: not pruned by another install's start
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or not {"versions", "latest", "initialize", "tools"} <= data.keys():
@@ -70,6 +73,10 @@ def write_cache(data: dict) -> None:
         tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
         os.replace(tmp, p)
+        week = time.time() - 14 * 86400
+        for old in p.parent.glob("mcp-*.json"):  # earlier versions' caches, unused for two weeks
+            if old != p and old.stat().st_mtime < week:
+                old.unlink(missing_ok=True)
     except OSError:
         pass
 

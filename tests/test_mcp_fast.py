@@ -4,6 +4,7 @@ answers, and the first other request hands the session to the real server."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -66,8 +67,13 @@ def session(env, cwd, fast: bool, version="2025-06-18") -> tuple[list[dict], flo
 
 
 def test_fast_start_answers_like_the_full_server(env, tmp_path):
+    stale, other = tmp_path / "cache" / "mcp-0000000000000000.json", tmp_path / "cache" / "mcp-1111111111111111.json"
+    stale.parent.mkdir()
+    stale.write_text("{}")
+    os.utime(stale, (time.time() - 30 * 86400,) * 2)  # unused for a month: pruned
+    other.write_text("{}")  # another install's, in use: kept
     full, _ = session(env, tmp_path, fast=False)  # writes the cache
-    assert list((tmp_path / "cache").glob("mcp-*.json"))
+    assert len(list((tmp_path / "cache").glob("mcp-*.json"))) == 2 and not stale.exists() and other.exists()
     for version in ("2025-06-18", "2024-11-05", "1999-01-01"):
         slow, _ = session(env, tmp_path, fast=False, version=version)
         fast, _ = session(env, tmp_path, fast=True, version=version)
