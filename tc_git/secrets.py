@@ -290,7 +290,25 @@ def _rule_id(rule_id: str) -> str:
     return rule_id.rsplit(".", 1)[-1].rsplit("/", 1)[-1]
 
 
+# Start-up guard for short texts (a hook's shell command, a title): loading the engine costs
+# ~0.3 s, so while it is not loaded yet, a text with no credential-shaped token is not handed to
+# it. Every provider format is a run of 16+ token characters with a digit or mixed case (or
+# a URL with userinfo, or a PEM header), so this only skips texts no rule can match.
+_CANDIDATE = re.compile(rb"[A-Za-z0-9+/=_\-.~:]{16,}")
+_MIXED = re.compile(rb"[0-9]|[a-z][^a-z]*[A-Z]|[A-Z][^A-Z]*[a-z]")
+
+
+def _worth_loading(data: bytes) -> bool:
+    if _engine is not None or len(data) > (1 << 20):
+        return True
+    if b"-----BEGIN" in data or (b"://" in data and b"@" in data):
+        return True
+    return any(_MIXED.search(m.group(0)) for m in _CANDIDATE.finditer(data))
+
+
 def _engine_spans(data: bytes):
+    if not _worth_loading(data):
+        return
     eng = _load_engine()
     if eng is None:
         return
@@ -353,7 +371,7 @@ def find(data: bytes, path: str | None = None, allow=None, wide: bool = False) -
         return []
     spans = []
     seen = set()
-    eng = _load_engine()
+    eng = _load_engine() if _worth_loading(data) else True  # True: not needed for this text
     for gen in (_engine_spans(data) if eng else (), _builtin(data) if wide or not eng else (),
                 _pem(data), _generic(data)):
         for rule, s, e in gen:
