@@ -68,7 +68,7 @@ def run(root, argv: list[str], say=None) -> dict:
             _record_transcripts(engine, agent, cwd, started, drifts, argv, out)
     except Exception as e:  # noqa: BLE001 - reported, never raised over the child's exit code
         out["error"] = getattr(e, "message", None) or f"{type(e).__name__}: {e}"
-        say(f"recording after the command failed: {out['error']}; `tc capture` records the workspace now")
+        say(f"recording after the command failed: {out['error']}; `tc-git capture` records the workspace now")
     drifts = out["drifts"]
     say(f"{len(drifts)} drift{'s' if len(drifts) != 1 else ''} recorded in task {task}"
         + (f" ({drifts[0]}..{drifts[-1]})" if drifts else "") + f"; command {how}"
