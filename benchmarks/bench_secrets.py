@@ -73,13 +73,15 @@ def startup(tmp, reps=5):
         subprocess.run([tc, "init", "bench"], cwd=ws, env=env, capture_output=True)
         saves, hooks, imports = [], [], []
         for i in range(reps):
-            (ws / "changed.py").write_text(f"x = {i}\n")
+            # a realistic line: an identifier with a digit is credential-shaped enough to load the engine
+            (ws / "changed.py").write_text(f"rows = client.fetch_records_v2(page_size={i})\n")
             saves.append(cli([tc, "save", f"s{i}"], ws, env))
-            (ws / "changed.py").write_text(f"y = {i}\n")
+            (ws / "changed.py").write_text(f"rows = client.fetch_records_v3(page_size={i})\n")
             ev = json.dumps({"hook_event_name": "PostToolUse", "tool_name": "Write", "cwd": str(ws),
                              "session_id": "bench", "tool_input": {"file_path": str(ws / "changed.py")}})
             hooks.append(cli([hook, "post-tool-use"], ws, env, stdin=ev.encode()))
-            imports.append(cli([sys.executable, "-c", "from tc_git import secrets as S; S.find(b'x = 1')"], ws, env))
+            imports.append(cli([sys.executable, "-c", "from tc_git import secrets as S; S.find(b'fetch_records_v2()')"],
+                               ws, env))
         rows[mode] = (statistics.median(saves), statistics.median(hooks), statistics.median(imports))
     return rows
 
@@ -102,9 +104,11 @@ def main():
               "| --- | ---: | ---: | ---: |"]
     for m, (s, h, i) in st.items():
         lines.append(f"| {m} | {s:.2f} | {h:.2f} | {i:.2f} |")
-    lines += ["", "The engine loads once per process, the first time content is scanned (its compiled rules "
-              "come from Kingfisher's disk cache; the first run on a machine compiles them, ~4-5 s). "
-              "SessionStart/SessionEnd hook entries do not scan and do not load it."]
+    lines += ["", "The engine loads once per process, the first time a text with a credential-shaped token is "
+              "scanned (its compiled rules come from Kingfisher's disk cache; the first run on a machine "
+              "compiles them, ~4-5 s). A changed file or a text without such a token (`x = 1`, a shell "
+              "command like `pytest -q tests/x.py`, timestamps, commit ids, paths) does not load it. "
+              "SessionStart/SessionEnd hook entries do not scan."]
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

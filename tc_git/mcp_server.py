@@ -98,6 +98,10 @@ class SaveResult(_Out):
     active_task_changed: bool
     git: GitInfo
     changed: int = 0
+    newly_left_out: list[str] = Field(default=[], description="files left out for the first time (or changed): "
+                                      "credential in content, sensitive name, too large; said once")
+    redacted: list[dict[str, Any]] = Field(default=[], description="fields whose credentials were replaced by "
+                                           "[REDACTED:<rule>] before they were stored: [{field, rules}]")
 
 
 class LastStep(_Out):

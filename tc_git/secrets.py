@@ -290,12 +290,15 @@ def _rule_id(rule_id: str) -> str:
     return rule_id.rsplit(".", 1)[-1].rsplit("/", 1)[-1]
 
 
-# Start-up guard for short texts (a hook's shell command, a title): loading the engine costs
-# ~0.3 s, so while it is not loaded yet, a text with no credential-shaped token is not handed to
-# it. Every provider format is a run of 16+ token characters with a digit or mixed case (or
-# a URL with userinfo, or a PEM header), so this only skips texts no rule can match.
-_CANDIDATE = re.compile(rb"[A-Za-z0-9+/=_\-.~:]{16,}")
-_MIXED = re.compile(rb"[0-9]|[a-z][^a-z]*[A-Z]|[A-Z][^A-Z]*[a-z]")
+# Start-up guard for short texts (a hook's shell command, a title, a note record): loading the
+# engine costs 0.3-2 s (rules from its disk cache; more on a loaded machine), so while it is not
+# loaded yet, a text with no credential-shaped token is not handed to it. Provider formats are
+# runs of 16+ token characters with digits and letters or mixed case (or a URL with userinfo,
+# or a PEM header); runs of hex digits and dashes (commit ids, sha256, UUIDs) count only next
+# to a credential word. Timestamps, paths and task ids do not load the engine.
+_CANDIDATE = re.compile(rb"[A-Za-z0-9+=_\-~:]{16,}")
+_HEXISH = re.compile(rb"[0-9a-fA-F\-]+")
+_CRED_HINT = re.compile(rb"(?i)key|token|secret|pass|auth|cred|bearer")
 
 
 def _worth_loading(data: bytes) -> bool:
@@ -303,7 +306,21 @@ def _worth_loading(data: bytes) -> bool:
         return True
     if b"-----BEGIN" in data or (b"://" in data and b"@" in data):
         return True
-    return any(_MIXED.search(m.group(0)) for m in _CANDIDATE.finditer(data))
+    hint = None
+    for m in _CANDIDATE.finditer(data):
+        run = m.group(0)
+        if _HEXISH.fullmatch(run):
+            if hint is None:
+                hint = bool(_CRED_HINT.search(data))
+            if hint:
+                return True
+            continue
+        letters = sum(c in b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" for c in run)
+        digits = sum(48 <= c <= 57 for c in run)
+        mixed = run.lower() != run and run.upper() != run
+        if (digits and letters >= 4) or (mixed and letters >= 16):
+            return True
+    return False
 
 
 def _engine_spans(data: bytes):
