@@ -41,13 +41,20 @@ def _archive(spec: str) -> Path | None:
     return None
 
 
-def ensure(specs=PINNED, timeout: int = 300) -> list[tuple[str, Path]]:
-    """(spec, unpacked dir) for every spec that is (or can be) downloaded; skips failures."""
+def ensure(specs=PINNED, timeout: int = 300, budget: float = 900) -> list[tuple[str, Path]]:
+    """(spec, unpacked dir) for every spec that is (or can be) downloaded; skips failures.
+    Downloading stops after `budget` seconds (a first run on a new machine: ~20 s per sdist,
+    pip prepares each one's metadata); what is cached is used."""
+    import time
+
     CACHE.mkdir(parents=True, exist_ok=True)
     out = []
+    deadline = time.monotonic() + budget
     for spec in specs:
         arc = _archive(spec)
         if arc is None:
+            if time.monotonic() > deadline:
+                continue
             name = spec.split("==")[0]
             try:
                 subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", name,
