@@ -211,3 +211,23 @@ def test_first_snapshot_of_a_large_tree_does_not_hold_it_in_memory(tmp_path, mon
         fsck(ws / ".checkpoints")
     assert trees["small-budget"] == trees["default"]
     assert counts["small-budget"] >= counts["default"] + 30  # the 30 blobs went loose, not into memory
+
+
+def test_allow_a_known_fixture_by_fingerprint_or_inline_marker(ws):
+    """The left-out reason names a fingerprint; adding it to .tcsecretsignore keeps the file,
+    and so does a `tc:allow-secret` marker on the line. Other credentials stay out."""
+    write(ws, "tests/fixture.py", f"TOKEN = '{GHP}'\n")
+    write(ws, "tests/inline.py", f"TOKEN = '{GHP}'  # tc:allow-secret (revoked test token)\n")
+    write(ws, "tests/other.py", f"x = 1\nTOKEN = '{GHP}'\n")
+    e = Engine(ws)
+    e.init("allow")
+    r = e.save("first")
+    reason = next(s for s in r["skipped_paths"] if s.startswith("secret: tests/fixture.py"))
+    assert "tests/fixture.py:github-pat:1" in reason and ".tcsecretsignore" in reason
+    assert not any("tests/inline.py" in s for s in r["skipped_paths"])
+    write(ws, ".tcsecretsignore", "# reviewed fixtures\ntests/fixture.py:github-pat:1\n")
+    r = e.save("allowed")
+    left = " ".join(r["skipped_paths"])
+    assert "tests/fixture.py" not in left and "tests/other.py" in left
+    assert GHP.encode() in all_objects(e.store.path)  # the allowed files are stored as they are
+    assert r["newly_left_out"] == []
