@@ -100,6 +100,8 @@ def _write_note(repo: pygit2.Repository, event: str, part: dict, when: float | N
     except (KeyError, ValueError):
         note = {}
     note["trajectory"] = part
+    from ..secrets import redact_obj  # a milestone message is agent text: it passes the engine too
+    note = redact_obj(note)
     sig = signature(time.time() if when is None else when)
     repo.create_note(json.dumps(note, ensure_ascii=False, sort_keys=True), sig, sig, event, NOTES_REF, True)
 
