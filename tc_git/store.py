@@ -78,9 +78,9 @@ def check_location(path: Path, workspace: Path, source: str = "default") -> Path
     if os.path.islink(path):
         raise _refuse(path, f"it is a symbolic link to {os.readlink(path)}", source, fix)
     real = path.resolve()
-    for a in real.parents:
-        if a.name.casefold() == ".git" or (a / "HEAD").is_file() and (a / "objects").is_dir():
-            raise _refuse(real, f"it is inside the git directory {a}", source, fix)
+    g = validate.git_dir_of(real.parent)  # the same rule as for roots
+    if g is not None:
+        raise _refuse(real, f"it is inside the git directory {g}", source, fix)
     if real.name.casefold() == ".git":
         raise _refuse(real, "it is a git directory (.git)", source, fix)
     if real.exists():
@@ -92,6 +92,10 @@ def check_location(path: Path, workspace: Path, source: str = "default") -> Path
                 if gitlike or any(real.iterdir()):
                     why = "it is a git repository that tc-git did not create" if gitlike else \
                         "it is a non-empty directory without tc-git's marker"
+                    if (real / "tasks").is_dir() and ((real / "payload").is_dir() or (real / "current.json").exists()):
+                        why, fix = "it is a task-checkpoint-mcp store", (
+                            "export its tasks with task-checkpoint-mcp (tc_export), move it aside "
+                            f"(mv {real} {real}-seed) and bring them in with `tc import <handoff dir>`")
                     raise _refuse(real, why, source, fix)
     if real == workspace.resolve():
         raise BadInput("store must not be the workspace itself; pass a separate directory")

@@ -224,3 +224,19 @@ async def test_planted_pointer_over_mcp(tmp_path):
             text = r.content[0].text
             assert r.is_error and "[unsafe_root]" in text and "refusing the store" in text, text
     assert dir_fingerprint(ws / ".git") == before
+
+
+def test_a_seed_store_is_not_taken_over(tmp_path, seed_tc):
+    """A workspace still holding task-checkpoint-mcp 0.1.7's `.checkpoints/` (made by the seed
+    itself): refused with the way to migrate, the seed's files untouched."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    write(ws, "a.txt", "a\n")
+    seed = seed_tc.TaskCheckpoint(str(ws))
+    seed.init(str(ws), "seed task")
+    seed.save(str(ws), "one")
+    before = dir_fingerprint(ws / ".checkpoints")
+    with pytest.raises(UnsafeRoot) as ei:
+        Engine(ws)
+    assert "task-checkpoint-mcp store" in ei.value.message and "tc import" in ei.value.message
+    assert dir_fingerprint(ws / ".checkpoints") == before
