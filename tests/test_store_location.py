@@ -240,3 +240,18 @@ def test_a_seed_store_is_not_taken_over(tmp_path, seed_tc):
         Engine(ws)
     assert "task-checkpoint-mcp store" in ei.value.message and "tc import" in ei.value.message
     assert dir_fingerprint(ws / ".checkpoints") == before
+
+
+def test_hooks_read_a_relative_pointer_against_the_workspace(tmp_path, monkeypatch):
+    from tc_git import hooks
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".task-checkpoint-store.json").write_text(json.dumps({"store": "../store-of-ws"}))
+    monkeypatch.delenv("TC_STORE", raising=False)
+    Engine(ws).init("t")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    place = hooks.locate(str(ws))
+    assert place is not None and place.store == str(tmp_path / "store-of-ws") and place.task
