@@ -72,7 +72,8 @@ def check_location(path: Path, workspace: Path, source: str = "default") -> Path
       bare repository, another store's internals);
     * an existing non-empty directory must carry our marker.
     """
-    fix = {"default": "remove it (`rm .checkpoints`, it is not tc-git's) and run tc init again",
+    fix = {"default": "it is not tc-git's: move it aside (or, if it is a link, delete the link), or keep the "
+                      "tc-git store elsewhere with --store / TC_STORE",
            "pointer": f"delete {workspace / POINTER_FILE} (or point it at a store tc-git made)",
            }.get(source, "pass a new or empty directory, or an existing tc-git store")
     if os.path.islink(path):
