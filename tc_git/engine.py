@@ -650,7 +650,7 @@ class Engine:
             rec = tl.record(e.oid)
             if not re.fullmatch(r"d\d+", str(rec.get("undo", ""))):
                 raise NotFound(f"the last restore of task {tl.task_id} ({str(e.oid)[:10]}) names no restore "
-                               "point; pick a drift from `tc log` and restore it with --drift")
+                               "point; pick a drift from `tc-git log` and restore it (`tc-git restore d0003`)")
             return self.restore(drift_id=rec["undo"], apply=apply, limit=limit, paths=rec.get("paths"),
                                 _undo_of=str(e.oid))
         raise NotFound(f"nothing to undo: task {tl.task_id} has no applied restore or import")
