@@ -371,13 +371,19 @@ def worker(payload: dict) -> int:
                     if not event_note(e.repo, tip).get("code_commit"):
                         link_code(e.repo, tip, str(e._timeline().head_oid()))
             log(store, f"worker: recorded {res['session']}: {res['events']} events, {res['new_commits']} new, "
-                       f"{len(res['branches'])} branches")
+                       f"{len(res['branches'])} branches{_unknown(res)}")
             rounds += 1
             time.sleep(float(os.environ.get("TC_HOOK_REGROW", "1.0")))
     except Exception as exc:
         log(store, f"worker: failed: {type(exc).__name__}: {exc}")
         print(f"tc-git hook worker: {type(exc).__name__}: {exc}", file=sys.stderr)
     return 0
+
+
+def _unknown(res: dict) -> str:
+    unknown = res.get("unknown_types") or {}
+    return ("; unknown line types skipped: " + ", ".join(f"{k} x{v}" for k, v in sorted(unknown.items()))
+            if unknown else "")
 
 
 def _user_worker(payload: dict, agent: str, session: str | None, tp: str | None) -> int:
@@ -396,7 +402,7 @@ def _user_worker(payload: dict, agent: str, session: str | None, tp: str | None)
         size = st.st_size
         res = record_session(tp, payload["root"], agent=agent, session=session)
         log(store, f"worker: recorded {res['session']} for {payload['root']}: {res['events']} events, "
-                   f"{res['new_commits']} new, {len(res['branches'])} branches")
+                   f"{res['new_commits']} new, {len(res['branches'])} branches{_unknown(res)}")
         rounds += 1
         time.sleep(float(os.environ.get("TC_HOOK_REGROW", "1.0")))
     return 0
