@@ -224,9 +224,10 @@ def apply_plan(repo: pygit2.Repository, plan: Plan) -> list[dict]:
             except OSError as e:
                 failed.append({"path": rel, "reason": f"delete failed: {e.strerror or e}"})
         ws.prune(parents)
+        creating = {x[0] for x in plan.to_write}
         for rel, oid, mode in plan.to_write + plan.to_replace:
             try:
-                ws.write(rel, repo[oid].data, int(mode), expect_id=str(oid))
+                ws.write(rel, repo[oid].data, int(mode), expect_id=str(oid), create=rel in creating)
             except wsfs.Unrestorable as e:
                 kept.append({"path": rel, "reason": str(e)})
             except OSError as e:

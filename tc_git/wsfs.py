@@ -181,6 +181,20 @@ class Workspace:
             return Refused(errno.ENOTDIR, f"{rel} is a file now, not a directory")
         return e
 
+    @staticmethod
+    def _link_into_place(tmp: str, name: str, fd: int) -> bool:
+        """Hard-link `tmp` as `name` (never replaces: EEXIST). False when the file system has
+        no hard links (the caller then renames)."""
+        try:
+            os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+            return True
+        except FileExistsError:
+            raise Unrestorable(_APPEARED) from None
+        except OSError as e:
+            if e.errno in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS):
+                return False
+            raise
+
     def nested(self, rel_dir: str) -> bool:
         return self._nested.get(rel_dir, False)
 
@@ -262,9 +276,11 @@ class Workspace:
                     break
                 d = parent
 
-    def write(self, rel: str, data: bytes, mode: int, expect_id: str | None = None) -> None:
+    def write(self, rel: str, data: bytes, mode: int, expect_id: str | None = None, create: bool = False) -> None:
         """Put `data` at `rel` (a regular file, executable or not, or a symlink to `data`),
-        atomically, verified before the rename."""
+        atomically, verified before the rename. `create`: the plan found nothing there, so
+        whatever appeared since (not captured, not in the restore point) is never replaced: the
+        file is linked into place, which fails if the name exists (Unrestorable)."""
         self.check(rel, mode)
         if expect_id is not None and blob_id(data) != str(expect_id):
             raise Refused(errno.EIO, f"the store's blob {str(expect_id)[:12]} does not hash to its id: not written")
@@ -279,6 +295,8 @@ class Workspace:
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
             st = None
+        if create and st is not None and not stat_mod.S_ISDIR(st.st_mode):
+            raise Unrestorable(_APPEARED)
         if st is not None and stat_mod.S_ISDIR(st.st_mode):
             # a directory where the file goes: replaced only when empty (its content was not captured)
             sub = f"{parent}/{name}" if parent else name
@@ -315,7 +333,10 @@ class Workspace:
                     os.close(wfd)
                 if size != len(data):
                     raise Refused(errno.EIO, f"short write: {size} of {len(data)} bytes: not written")
-            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            if create and self._link_into_place(tmp, name, fd):
+                os.unlink(tmp, dir_fd=fd)
+            else:
+                os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
             made = False
             self._note(parent, name, True)
         finally:
@@ -324,6 +345,9 @@ class Workspace:
                     os.unlink(tmp, dir_fd=fd)
                 except OSError:
                     pass
+
+
+_APPEARED = "appeared in the workspace after the plan (not captured, so not in the restore point): left as it is"
 
 
 def _write_all(fd: int, data) -> None:

@@ -522,3 +522,24 @@ def test_unparsable_tree_is_a_clear_error_with_nothing_written(tmp_path):
     with pytest.raises(BadInput, match="unreadable"):
         e.restore(step, apply=True)
     assert tree_state(ws) == before
+
+
+def test_a_file_that_appears_between_plan_and_write_is_never_replaced(tmp_path):
+    from tc_git import restore as restore_mod
+
+    ws = tmp_path / "ws"
+    write(ws, "new.txt", "from the step\n")
+    write(ws, "link", "x")
+    e = Engine(ws)
+    e.init("appear")
+    full = e.repo[e.save("one")["commit"]].tree
+    os.unlink(ws / "new.txt")
+    os.unlink(ws / "link")
+    empty = e.repo[e.save("two")["commit"]].tree
+    plan = restore_mod.make_plan(e.repo, empty, full)
+    assert sorted(p for p, _o, _m in plan.to_write) == ["link", "new.txt"]
+    write(ws, "new.txt", "written by someone else meanwhile\n")  # after the plan, before the write
+    failed = restore_mod.apply_plan(e.repo, plan)
+    assert failed == [] and (ws / "new.txt").read_text() == "written by someone else meanwhile\n"
+    assert [u["path"] for u in plan.unrestorable] == ["new.txt"] and (ws / "link").read_text() == "x"
+    assert not [p for p in os.listdir(ws) if ".tc-" in p]
