@@ -64,6 +64,7 @@ class Workspace:
         self.root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
         self._fds: dict[str, int] = {"": self.root_fd}
         self._nested: dict[str, bool] = {"": False}  # the root's own .git is the user's repository
+        self._ids: dict[str, tuple[int, int]] = {}  # dir -> (st_dev, st_ino) when opened
         self._protect = set()
         for p in protect:
             try:
@@ -109,6 +110,7 @@ class Workspace:
             except OSError:
                 pass
             self._nested.pop(k, None)
+            self._ids.pop(k, None)
             self._names.pop(k, None)
 
     def _trim(self) -> None:
@@ -133,12 +135,19 @@ class Workspace:
         Raises FileNotFoundError (absent and not `create`), Refused (a link or a file in the
         way), Unrestorable (a nested repository or the store on the way)."""
         if rel_dir in self._fds:
-            return self._fds[rel_dir]
+            if not rel_dir or self._still_at(rel_dir):
+                return self._fds[rel_dir]
+            self._forget(rel_dir)  # renamed or replaced meanwhile: resolve the path again
         self._trim()
         parts = rel_dir.split("/")
-        # start from the deepest cached ancestor
+        # start from the deepest cached ancestor that is still where it was
         i = len(parts)
-        while i > 0 and "/".join(parts[:i]) not in self._fds:
+        while i > 0:
+            k = "/".join(parts[:i])
+            if k in self._fds:
+                if self._still_at(k):
+                    break
+                self._forget(k)
             i -= 1
         cur = "/".join(parts[:i])
         fd = self._fds[cur]
@@ -163,9 +172,27 @@ class Workspace:
                 os.close(child)
                 raise Unrestorable(f"{nxt}/ is the tc-git store: never written by a restore")
             self._fds[nxt] = child
+            self._ids[nxt] = (st.st_dev, st.st_ino)
             self._nested[nxt] = self._has_git(child)
             cur, fd = nxt, child
         return fd
+
+    def _still_at(self, rel_dir: str) -> bool:
+        """Is the directory we hold for `rel_dir` still the one at that path? A directory
+        renamed by someone else keeps its descriptor: without this check later writes would
+        follow it to its new name instead of going where the plan says (one lstat)."""
+        try:
+            st = os.stat(os.path.join(self.root, rel_dir), follow_symlinks=False)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == self._ids.get(rel_dir) and stat_mod.S_ISDIR(st.st_mode)
+
+    def _unmoved(self, rel_dir: str) -> None:
+        """Right before a rename or unlink: the parent must still be at its path, or the change
+        would land where someone else moved the directory (Refused, nothing changed)."""
+        if rel_dir and not self._still_at(rel_dir):
+            self._forget(rel_dir)
+            raise Refused(errno.ESTALE, f"{rel_dir}/ was moved or replaced while the restore ran: left as it is")
 
     def _open_child(self, part: str, fd: int, nxt: str) -> int:
         try:
@@ -180,20 +207,6 @@ class Workspace:
         if e.errno == errno.ENOTDIR:
             return Refused(errno.ENOTDIR, f"{rel} is a file now, not a directory")
         return e
-
-    @staticmethod
-    def _link_into_place(tmp: str, name: str, fd: int) -> bool:
-        """Hard-link `tmp` as `name` (never replaces: EEXIST). False when the file system has
-        no hard links (the caller then renames)."""
-        try:
-            os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
-            return True
-        except FileExistsError:
-            raise Unrestorable(_APPEARED) from None
-        except OSError as e:
-            if e.errno in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS):
-                return False
-            raise
 
     def nested(self, rel_dir: str) -> bool:
         return self._nested.get(rel_dir, False)
@@ -255,6 +268,7 @@ class Workspace:
             return False
         if stat_mod.S_ISDIR(st.st_mode):
             raise Refused(errno.EISDIR, "is now a directory: left as it is")
+        self._unmoved(parent)
         os.unlink(name, dir_fd=fd)
         self._note(parent, name, False)
         return True
@@ -279,8 +293,8 @@ class Workspace:
     def write(self, rel: str, data: bytes, mode: int, expect_id: str | None = None, create: bool = False) -> None:
         """Put `data` at `rel` (a regular file, executable or not, or a symlink to `data`),
         atomically, verified before the rename. `create`: the plan found nothing there, so
-        whatever appeared since (not captured, not in the restore point) is never replaced: the
-        file is linked into place, which fails if the name exists (Unrestorable)."""
+        whatever appeared since (not captured, not in the restore point) is not replaced
+        (Unrestorable), checked just before the rename."""
         self.check(rel, mode)
         if expect_id is not None and blob_id(data) != str(expect_id):
             raise Refused(errno.EIO, f"the store's blob {str(expect_id)[:12]} does not hash to its id: not written")
@@ -333,10 +347,14 @@ class Workspace:
                     os.close(wfd)
                 if size != len(data):
                     raise Refused(errno.EIO, f"short write: {size} of {len(data)} bytes: not written")
-            if create and self._link_into_place(tmp, name, fd):
-                os.unlink(tmp, dir_fd=fd)
-            else:
-                os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            self._unmoved(parent)
+            if create:  # checked again as late as possible: the window left is a few microseconds
+                try:
+                    os.stat(name, dir_fd=fd, follow_symlinks=False)
+                    raise Unrestorable(_APPEARED)
+                except FileNotFoundError:
+                    pass
+            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
             made = False
             self._note(parent, name, True)
         finally:
