@@ -251,9 +251,8 @@ def _left_out(r: dict) -> list[str]:
     if new:
         lines.append(f"  left out, contents never stored ({plural(len(new), 'new file' if new is not every else 'file')}):")
         lines += listing(new, indent="    ")
-    rest = len(every) - len(new)
-    if rest > 0:
-        lines.append(f"  {plural(rest, 'other file')} left out as before ({PROG} resume lists them)")
+    if len(every) > len(new):  # the snapshot re-reports only what it looked at again: no total here
+        lines.append(f"  other files left out as before ({PROG} resume lists them)")
     return lines
 
 

@@ -78,7 +78,7 @@ def setup(sub) -> None:
                    help="task id, a unique prefix of it, or the task's name (default: the active task)")
     p.set_defaults(func=lambda a: _engine(a).export(a.to, since=a.since, task_id=_task(a)), human=_h_export)
 
-    p = sub.add_parser("import", help="bring a task from a bundle (or a seed handoff directory) into this workspace")
+    p = sub.add_parser("import", help="bring a task from a bundle (or a task-checkpoint-mcp handoff directory) into this workspace")
     p.add_argument("package", help="a .bundle file, a directory holding one, or a task-checkpoint-mcp handoff dir")
     p.add_argument("--rename", default=None, help="import under this task id (keeps an existing task)")
     p.add_argument("--merge", action="store_true", help="the task exists here: bring it up to date")

@@ -84,7 +84,7 @@ def _h_install(r: dict) -> str:
 
 
 def setup(sub) -> None:
-    p = sub.add_parser("skill", help="install the agent skill (SKILL.md) for Claude Code, Codex or .agents")
+    p = sub.add_parser("skill", help="install or remove the agent skill (SKILL.md) for Claude Code, Codex or .agents")
     ss = p.add_subparsers(dest="skill_cmd", required=True, metavar="action")
 
     q = ss.add_parser("install", help="copy SKILL.md into the client's skills directory")
