@@ -250,3 +250,39 @@ def test_demo_reads_well(tmp_path):
                            capture_output=True, text=True)
     assert check.returncode == 0, check.stdout[-3000:]
     assert not list(tmp_path.iterdir()) == [] and not any(p.name.startswith("tc-demo-") for p in tmp_path.iterdir())
+
+
+def test_stores_from_before_restore_ids_and_readable_notes(tmp_path):
+    """Restores written before restore ids exist get the id of their position; one-line notes
+    (older stores) read the same as the indented ones; git log --notes shows one field a line;
+    HEAD names a ref that exists, so git fsck says nothing."""
+    import json as _json
+
+    from tc_git.timeline import NOTES_REF, Timeline, signature
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("1\n")
+    e = Engine(ws)
+    tid = e.init("old store")["task_id"]
+    e.save("one")
+    tl = Timeline(e.repo, tid)
+    head = tl.head()
+    # a restore commit as older versions wrote it: no Tc-Restore trailer, no counters.restores
+    rec = {k: v for k, v in head.record.items() if k != "restore"}
+    rec.update(target={"id": "s0001", "commit": str(head.oid)}, title="to s0001", step=1)
+    oid = tl.append("restore", e.repo[head.oid].tree_id, rec)
+    old_note = _json.dumps(dict(rec, kind="restore"), sort_keys=True)  # one line, as before
+    e.repo.create_note(old_note, signature(), signature(), str(oid), NOTES_REF, True)
+    assert tl.record(oid)["target"]["id"] == "s0001"
+    assert tl.find("r0001").oid == oid and tl.find("r1").oid == oid
+    (ws / "a.txt").write_text("2\n")
+    e.save("two")
+    r = e.restore(at="r0001", apply=True)
+    assert r["restore_id"] == "r0002" and (ws / "a.txt").read_text() == "1\n"
+    store = str(e.store.path)
+    log = subprocess.run(["git", "--git-dir", store, "log", "-1", "--notes=checkpoints",
+                          f"refs/checkpoints/tasks/{tid}/head"], capture_output=True, text=True, check=True).stdout
+    assert "Notes (checkpoints):\n    {\n" in log and '\n     "restore": "r0002",\n' in log
+    fsck = subprocess.run(["git", "--git-dir", store, "fsck", "--full"], capture_output=True, text=True)
+    assert fsck.returncode == 0 and "HEAD" not in fsck.stdout + fsck.stderr, fsck.stdout + fsck.stderr
