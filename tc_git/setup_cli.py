@@ -62,7 +62,10 @@ def skill_file(client: str, scope: str, root: Path) -> Path:
 
 
 def _record_path(client: str, scope: str, root: Path) -> Path:
-    key = f"{client}-{scope}" + (f"-{abs(hash(str(root))) % 10**8}" if scope == "project" else "")
+    import hashlib
+
+    key = f"{client}-{scope}" + (f"-{hashlib.sha1(str(root).encode('utf-8', 'surrogateescape')).hexdigest()[:12]}"
+                                 if scope == "project" else "")
     return userfiles.state_dir() / "setup" / f"{key}.json"
 
 

@@ -126,3 +126,16 @@ def test_claude_mcp_list_connects_without_the_venv_on_path(home, tmp_path):
     text = r.stdout + r.stderr
     assert "tc-git" in text and "Connected" in text and "Failed" not in text.split("tc-git", 1)[1].split("\n")[0], text
     assert run  # the same runner as the plugin tests (HOME-isolated, offline)
+
+
+def test_project_scope_then_undo(home, tmp_path):
+    proj = tmp_path / "proj"
+    (proj / ".claude").mkdir(parents=True)
+    (proj / ".claude" / "settings.json").write_text('{"permissions": {"allow": []}}\n')
+    before, home_before = snapshot(proj), snapshot(home)
+    r = tc(home, "-C", str(proj), "setup", "--client", "claude", "--scope", "project")
+    assert {d["path"] for d in r["done"]} == {str(proj / ".mcp.json"), str(proj / ".claude" / "settings.json"),
+                                              str(proj / ".claude" / "skills" / "tc-git" / "SKILL.md")}
+    assert snapshot(home) == home_before  # nothing of the user's home touched
+    tc(home, "-C", str(proj), "setup", "--client", "claude", "--scope", "project", "--undo")
+    assert snapshot(proj) == before
