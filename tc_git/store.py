@@ -188,7 +188,6 @@ class Store:
             (info / "attributes").write_text(ATTRIBUTES)
             (self.path / ".gitignore").write_text("*\n")  # hides the store from the user's git status
             (self.path / "description").write_text(DESCRIPTION)
-            self.ensure_head()
         finally:
             os.umask(old_umask)
 
