@@ -42,6 +42,9 @@ def main(root: str, log_path: str, seed: int, tolerant: bool = False) -> None:
     def under(d: str) -> list[str]:
         return [p for p in files if p.startswith(d + "/")]
 
+    def dst_src(q: str, dst: str, d: str) -> str:
+        return d + q[len(dst):]
+
     def read_sha(rel: str) -> str:
         try:
             with open(os.path.join(root, rel), "rb") as f:
@@ -159,6 +162,12 @@ def main(root: str, log_path: str, seed: int, tolerant: bool = False) -> None:
                         files[p] = read_sha(q)
                     events += [(t0, t1, p, "-"), (t0, t1, q, files[p])]
                     files[q] = files.pop(p)
+                if tolerant:  # files a restore wrote into the tree moved with it: record them too
+                    for dirpath, _dn, names in os.walk(os.path.join(root, dst)):
+                        for n in names:
+                            q = os.path.relpath(os.path.join(dirpath, n), root).replace(os.sep, "/")
+                            if q not in files:
+                                events += [(t0, t1, dst_src(q, dst, d), "-"), (t0, t1, q, read_sha(q))]
                 for x in [x for x in dirs if x == d or x.startswith(d + "/")]:
                     dirs.discard(x)
                     dirs.add(dst + x[len(d):])
