@@ -80,6 +80,7 @@ def detect_secrets_inproc():
         for line in b.decode("utf-8", "replace").splitlines():
             out += [s.type for s in scan_line(line)]
         return out
+    scan.ctx = ctx  # keep the settings context alive (a collected generator resets them)
     return scan
 
 
@@ -95,7 +96,7 @@ INPROC = [
     ("detect-secrets (in-process)", "from detect_secrets.core.scan import scan_line\n"
      "from detect_secrets.settings import default_settings\nwith default_settings(): list(scan_line('x'))",
      detect_secrets_inproc),
-    ("tc-git adapter (kingfisher + PEM + generic)", "from tc_git import secrets as S; S.find(b'x')", tcgit),
+    ("tc-git adapter (kingfisher + PEM + generic)", "from tc_git import secrets as S; S.find(b'rows = fetch_records_v2()')", tcgit),
 ]
 
 
@@ -152,14 +153,12 @@ def main():
                         d = json.loads(line)
                     except ValueError:
                         continue
-                    for f in d.get("findings", [d]) if isinstance(d, dict) else []:
-                        path = (f.get("finding") or {}).get("path") or f.get("path")
-                        if path:
-                            res.append((path, (f.get("rule") or {}).get("id", "?")))
+                    if isinstance(d, dict) and isinstance(d.get("finding"), dict) and d["finding"].get("path"):
+                        res.append((d["finding"]["path"], (d.get("rule") or {}).get("id", "?")))
                 return res
             results.append(run_cli("kingfisher-bin (CLI, subprocess)",
                                    lambda p: [str(bindir / "kingfisher"), "scan", p, "--no-validate", "-f", "jsonl",
-                                              "--no-update-check", "--no-extract-archives"],
+                                              "--no-update-check", "--no-extract-archives", "--no-dedup"],
                                    kf_parse, root, len(items), pdir, tmp))
     lines = ["# Credential engines compared (tc-git, issue 10)", "",
              f"Corpus: {len(items)} files (every k-th) of unpacked PyPI sdists (tests/sdist_corpus.py, files <= 2 MiB); "
