@@ -31,7 +31,7 @@ from pygit2.enums import DeltaStatus, DiffOption, FileMode
 from pygit2.errors import check_error
 from pygit2.ffi import C
 
-from . import mempack
+from . import mempack, packwriter
 from .policy import Left, Policy
 
 READ_ATTEMPTS = 4  # reads of a file whose stat data moves while it is read, before it is `unstable`
@@ -79,6 +79,13 @@ def take(repo: pygit2.Repository, policy: Policy, progress=None, paths=None) -> 
     """
     idx = repo.index
     idx.read(False)
+    if len(idx) == 0 and packwriter.available():
+        # first snapshot: zlib'd blobs into one pack file, no delta search, bounded memory
+        writer = packwriter.PackWriter(repo)
+        try:
+            return _take(repo, policy, progress, None, writer=writer)
+        finally:
+            writer.close()
     if len(idx) == 0 and mempack.available() and _fits_in_memory(repo.workdir):
         with mempack.bulk_writes(repo) as (work, pack):
             return _take(work, policy, progress, pack)
@@ -128,6 +135,8 @@ class _Run:
         self.unstable: list[str] = []
         self.changed = 0
         self.done = 0
+        self.writer = None  # packwriter.PackWriter during a first snapshot
+        self.pending: list = []  # (rel, oid, stat) waiting for the writer's pack
         self._stats = None
         self._sorted = None
         self._dirs = None
@@ -343,8 +352,10 @@ class _Run:
 
     def _store(self, rel: str, st, data: bytes) -> None:
         try:
-            oid = self.repo.create_blob(data)
-            _index_add(self.idx, rel, oid, st)
+            if self.writer is not None:  # indexed once the pack is in place (libgit2 checks the blob exists)
+                self.pending.append((rel, self.writer.add_blob(data), st))
+            else:
+                _index_add(self.idx, rel, self.repo.create_blob(data), st)
             self.changed += 1
         except (pygit2.GitError, ValueError, OverflowError) as e:  # e.g. a name git cannot store
             self._leave(rel, Left(rel, "special", f"cannot be stored: {e}", st.st_size, st.st_mtime))
@@ -363,6 +374,14 @@ class _Run:
     def finish(self, pack, t0: float, scan: str, partial: bool) -> Snapshot:
         for rel in [p for p in self.left if p in self.idx]:
             self.idx.remove(rel)
+        if self.writer is not None:
+            self.writer.finish()  # blobs in the object database before the index and trees name them
+            for rel, oid, st in self.pending:
+                if rel not in self.left:
+                    try:
+                        _index_add(self.idx, rel, oid, st)
+                    except (pygit2.GitError, ValueError, OverflowError) as e:  # a name git cannot store
+                        self.left[rel] = Left(rel, "special", f"cannot be stored: {e}", st.st_size, st.st_mtime)
         tree = self.idx.write_tree()
         if pack is not None:
             pack.flush()  # objects on disk before the index that names them
@@ -371,9 +390,10 @@ class _Run:
                         time.perf_counter() - t0, partial=partial, unstable=sorted(self.unstable), scan=scan)
 
 
-def _take(repo: pygit2.Repository, policy: Policy, progress, pack, paths=None) -> Snapshot:
+def _take(repo: pygit2.Repository, policy: Policy, progress, pack, paths=None, writer=None) -> Snapshot:
     t0 = time.perf_counter()
     run = _Run(repo, policy, progress)
+    run.writer = writer
     if paths is not None:
         run.idx.read(False)
         cands, scan = run.walk_candidates(paths), "paths"
