@@ -11,6 +11,11 @@ files (apply). tc-git is called in-process (`Engine`), and its `tc` CLI wall tim
 too; the git CLI does `add -A` + `write-tree` + `commit-tree` + `update-ref` on a private
 GIT_DIR / GIT_INDEX_FILE; the seed is `tc.TaskCheckpoint` from the installed package with
 TC_WATCH/TC_GIT off. One run per figure, warm page cache: read the ratios.
+
+Issue 14's rows: tc-git also runs the history with the MCP server's change journal (a real
+DriftWatcher on the workspace, as in `tc-mcp`), the SessionStart hook is timed on a workspace
+with a task (median of 3), each goal gets a verdict, and `--plot` writes an SVG of save time
+against workspace size (matplotlib, in the `bench` extra) beside the table.
 """
 from __future__ import annotations
 
@@ -83,6 +88,36 @@ def worker_tcgit(root: Path, n: int) -> dict:
     return out
 
 
+def worker_journal(root: Path, n: int) -> dict:
+    """tc-git with the change journal: saves refresh only what the watcher saw change."""
+    os.environ["TC_GIT"] = "off"
+    from tc_git.engine import Engine
+    from tc_git.watch import DriftWatcher
+
+    e = Engine(root)
+    e.init("bench")
+    w = DriftWatcher(interval=3600, max_wait=3600)
+    w.watch(e.root, e.store.path)
+    e.journal = w.journal(e.root)
+    if e.journal is None:
+        raise SystemExit("no change journal here (no inotify?)")
+    restored = {}
+
+    def restore(step):
+        r = e.restore(index=step, apply=True)
+        restored.update(r["plan"]["counts"])
+
+    try:
+        out = history(root, n, lambda t: e.save(t), lambda: e.resume(), restore)
+    finally:
+        w.stop()
+    st = e.journal.status()
+    assert st["refreshes"] >= 2 * REPEAT, st  # the no-change and 1-file saves came from the journal
+    out["journal"] = st
+    out["store"] = dir_bytes(e.store.path)
+    return out
+
+
 def worker_git(root: Path, n: int) -> dict:
     gitdir = root.parent / (root.name + "-gitdir")
     env = clean_env(GIT_DIR=str(gitdir), GIT_WORK_TREE=str(root), GIT_INDEX_FILE=str(gitdir / "tc-index"),
@@ -127,7 +162,7 @@ def worker_seed(root: Path, n: int) -> dict:
 
 
 def run_worker(kind: str, root: Path, n: int) -> None:
-    fn = {"tcgit": worker_tcgit, "git": worker_git, "seed": worker_seed}[kind]
+    fn = {"tcgit": worker_tcgit, "journal": worker_journal, "git": worker_git, "seed": worker_seed}[kind]
     out = fn(root, n)
     out["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["maxrss_children_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -156,7 +191,22 @@ def cli_times(root: Path, n: int) -> dict:
     edit_files(root, 1, "cli", n)
     out["1-file save"] = run("save", "cli1")
     out["resume"] = run("resume")
+    out["session-start hook"] = hook_time(root)
     return out
+
+
+def hook_time(root: Path) -> float:
+    """SessionStart hook wall time with an active task (process start-up included), median of 3."""
+    ev = json.dumps({"hook_event_name": "SessionStart", "cwd": str(root), "session_id": "bench",
+                     "source": "startup"}).encode()
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "tc_git.hooks", "session-start"], input=ev,
+                           capture_output=True, env=clean_env())
+        times.append(time.perf_counter() - t0)
+        assert r.returncode == 0 and b"additionalContext" in r.stdout, r.stderr
+    return statistics.median(times)
 
 
 # ------------------------------------------------------------------------------------ report
@@ -175,24 +225,28 @@ def report(results: dict, sizes: list[int], seed: bool) -> tuple[str, list[tuple
     for n in sizes:
         r = results[n]
         lines += [f"### {n:,} files", "",
-                  "| operation | tc-git (in-process) | `tc` CLI | git CLI | tc-git / git | seed 0.1.7 | seed / tc-git |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| operation | tc-git (in-process) | tc-git + journal | `tc` CLI | git CLI | tc-git / git "
+                  "| seed 0.1.7 | seed / tc-git |",
+                  "|---|---|---|---|---|---|---|---|"]
         for op in OPS:
             ours, git = r["tcgit"][op], r["git"][op]
+            jr = r.get("journal", {}).get(op)
             cli = r["cli"].get(op)
             sd = r["seed"][op] if seed else None
-            lines.append(f"| {op} | {fmt_s(ours)} | {fmt_s(cli)} | {fmt_s(git)} | {ours / git:.2f}x | "
+            lines.append(f"| {op} | {fmt_s(ours)} | {fmt_s(jr)} | {fmt_s(cli)} | {fmt_s(git)} | {ours / git:.2f}x | "
                          f"{fmt_s(sd)} | {f'{sd / ours:.1f}x' if sd else '—'} |")
+        lines.append(f"| SessionStart hook (with a task) | | | {fmt_s(r['cli'].get('session-start hook'))} "
+                     f"| | | | |")
         st = r["tcgit"]["store"]
-        lines.append(f"| store after the history (apparent / on disk) | {fmt_mb(st[0])} / {fmt_mb(st[1])} | | "
+        lines.append(f"| store after the history (apparent / on disk) | {fmt_mb(st[0])} / {fmt_mb(st[1])} | | | "
                      f"{fmt_mb(r['git']['store'][0])} / {fmt_mb(r['git']['store'][1])} | | "
                      + (f"{fmt_mb(r['seed']['store'][0])} / {fmt_mb(r['seed']['store'][1])} | "
                         f"{r['seed']['store'][1] / st[1]:.1f}x |" if seed else "— | — |"))
-        lines.append(f"| peak RSS of the process | {r['tcgit']['maxrss_mb']:.0f} MB | | "
+        lines.append(f"| peak RSS of the process | {r['tcgit']['maxrss_mb']:.0f} MB | | | "
                      f"{r['git']['maxrss_children_mb']:.0f} MB (largest git child) | | "
                      + (f"{r['seed']['maxrss_mb']:.0f} MB | |" if seed else "— | |"))
         lines.append("")
-    goals = []
+    goals = issue14_goals(results, sizes)
     big = max(sizes)
     if 50_000 in results:
         r = results[50_000]
@@ -218,11 +272,74 @@ def report(results: dict, sizes: list[int], seed: bool) -> tuple[str, list[tuple
     return "\n".join(lines), goals
 
 
+def issue14_goals(results: dict, sizes: list[int]) -> list[tuple[str, bool, str]]:
+    """Issue 14's rows that this benchmark measures, at 50k files, or at the largest size run
+    (marked as a stand-in: a smaller workspace flatters every figure)."""
+    n = 50_000 if 50_000 in results else max(sizes)
+    at = f"{n // 1000}k" + ("" if n == 50_000 else " (stand-in for 50k)")
+    r = results[n]
+    out = []
+    for op in ("no-change save", "1-file save"):
+        if "journal" in r:
+            t = r["journal"][op]
+            out.append((f"{at}: {op} with the journal <= 20 ms", t <= 0.020, fmt_s(t)))
+        ratio = r["tcgit"][op] / r["git"][op]
+        out.append((f"{at}: {op} without a journal <= 1.0x git CLI", ratio <= 1.0,
+                    f"{ratio:.2f}x ({fmt_s(r['tcgit'][op])} vs {fmt_s(r['git'][op])})"))
+    t = r["tcgit"]["restore 100 (apply)"]
+    out.append((f"{at}: restore of 100 files <= 0.3 s", t <= 0.3, fmt_s(t)))
+    for m in sorted(results):
+        ratio = results[m]["tcgit"]["first save"] / results[m]["git"]["first save"]
+        out.append((f"{m // 1000}k: first save <= 1.0x git CLI", ratio <= 1.0,
+                    f"{ratio:.2f}x ({fmt_s(results[m]['tcgit']['first save'])} vs "
+                    f"{fmt_s(results[m]['git']['first save'])})"))
+    h = r["cli"].get("session-start hook")
+    if h is not None:
+        out.append((f"{at}: SessionStart hook with a task < 100 ms", h < 0.100, fmt_s(h)))
+    return out
+
+
+def plot(results: dict, sizes: list[int], seed: bool, path: Path) -> bool:
+    """Save time against workspace size, one panel per kind of save; False without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("svg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (pip install 'tc-git[bench]'): no plot", file=sys.stderr)
+        return False
+    xs = sorted(sizes)
+    series = [("tc-git", "tcgit", "o-"), ("tc-git + journal", "journal", "s-"), ("git CLI", "git", "^--")]
+    if seed:
+        series.append(("task-checkpoint-mcp 0.1.7", "seed", "x:"))
+    ops = ["no-change save", "1-file save", "100-file save", "first save"]
+    fig, axes = plt.subplots(1, len(ops), figsize=(4 * len(ops), 3.6))
+    for ax, op in zip(axes, ops):
+        for label, kind, style in series:
+            ys = [results[n][kind][op] * 1000 for n in xs if kind in results[n]]
+            if len(ys) == len(xs):
+                ax.plot(xs, ys, style, label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(op)
+        ax.set_xlabel("files in the workspace")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("wall time (ms)")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="svg")
+    return True
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1000,10000,50000")
     ap.add_argument("--no-seed", action="store_true")
     ap.add_argument("--out", default=str(HERE / "results" / "core.md"))
+    ap.add_argument("--plot", default=None, help="SVG path (default: beside --out, core-scaling.svg)")
+    ap.add_argument("--no-journal", action="store_true")
     ap.add_argument("--worker")
     ap.add_argument("--root")
     ap.add_argument("--n", type=int)
@@ -237,7 +354,7 @@ def main() -> int:
     try:
         for n in sizes:
             results[n] = {}
-            for kind in ("tcgit", "git") + (("seed",) if seed else ()):
+            for kind in ("tcgit",) + (() if args.no_journal else ("journal",)) + ("git",) + (("seed",) if seed else ()):
                 root = tmp / f"{kind}-{n}"
                 make_workspace(root, n)
                 print(f"[{n}] {kind} ...", file=sys.stderr, flush=True)
@@ -249,6 +366,8 @@ def main() -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     table, goals = report(results, sizes, seed)
+    svg = Path(args.plot) if args.plot else Path(args.out).with_name(Path(args.out).stem + "-scaling.svg")
+    plotted = plot(results, sizes, seed, svg)
     cpu = os.cpu_count()
     try:
         load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -262,7 +381,8 @@ def main() -> int:
         "binaries (benchmarks/common.py). History: first save, 3 no-change saves, 3 one-file saves (median "
         "of 3 shown), a 100-file save, resume (git CLI: `status --porcelain`), restore of the 100 changed "
         "files (git CLI: `checkout <commit> -- .`). The `tc` CLI column includes Python start-up.", "",
-        table, "## Goals", "", "| goal | verdict | measured |", "|---|---|---|",
+        table, *([f"![save time against workspace size]({svg.name})", ""] if plotted else []),
+        "## Goals", "", "| goal | verdict | measured |", "|---|---|---|",
         *[f"| {g} | {'PASS' if ok else 'FAIL'} | {m} |" for g, ok, m in goals], "",
         "Store size compares bytes on disk (`st_blocks`) after the same history; the git CLI column is "
         "loose objects, as `git add` leaves them.", "",
