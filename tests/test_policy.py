@@ -186,31 +186,35 @@ def test_gitignore_and_global_excludes_respected(ws, tmp_path, monkeypatch):
 
 
 def test_first_snapshot_of_a_large_tree_does_not_hold_it_in_memory(tmp_path, monkeypatch):
-    """Above TC_MEMPACK_MAX_BYTES the first snapshot writes loose objects (bounded memory);
-    below it, one pack. Both give the same tree."""
+    """The first snapshot streams its blobs into one pack file (packwriter: no delta search,
+    memory bounded by one file). With TC_PACKWRITER=off: above TC_MEMPACK_MAX_BYTES loose
+    objects (bounded memory), below it one pack from memory. All give the same tree."""
     from tc_git.engine import Engine
 
     trees, counts = {}, {}
-    for name, budget in (("small-budget", "1000"), ("default", None)):
+    for name, writer, budget, packed in (("packwriter", None, None, True), ("small-budget", "off", "1000", False),
+                                         ("mempack", "off", None, True)):
         ws = tmp_path / name
         for i in range(30):
             write(ws, f"d{i % 3}/f{i}.txt", f"content {i}\n" * 50)
-        if budget:
-            monkeypatch.setenv("TC_MEMPACK_MAX_BYTES", budget)
-        else:
-            monkeypatch.delenv("TC_MEMPACK_MAX_BYTES", raising=False)
+        for var, value in (("TC_PACKWRITER", writer), ("TC_MEMPACK_MAX_BYTES", budget)):
+            if value:
+                monkeypatch.setenv(var, value)
+            else:
+                monkeypatch.delenv(var, raising=False)
         e = Engine(ws)
         e.init("t")
         e.save("first")
         objects = ws / ".checkpoints" / "objects"
         packs = list((objects / "pack").glob("*.pack"))
         loose = sum(len(os.listdir(d)) for d in objects.iterdir() if len(d.name) == 2)
-        assert bool(packs) == (budget is None), (name, packs)
+        assert bool(packs) == packed, (name, packs)
+        assert not list((objects / "pack").glob("tmp-*")), name  # no temporary pack left behind
         counts[name] = loose
         trees[name] = e.repo[e.repo.references[f"refs/checkpoints/tasks/{e.store.active_task()}/head"].target].tree_id
         fsck(ws / ".checkpoints")
-    assert trees["small-budget"] == trees["default"]
-    assert counts["small-budget"] >= counts["default"] + 30  # the 30 blobs went loose, not into memory
+    assert trees["small-budget"] == trees["packwriter"] == trees["mempack"]
+    assert counts["small-budget"] >= counts["packwriter"] + 30  # the 30 blobs went loose
 
 
 def test_allow_a_known_fixture_by_fingerprint_or_inline_marker(ws):
