@@ -171,6 +171,16 @@ def main(root: str, log_path: str, seed: int, tolerant: bool = False) -> None:
                 for x in [x for x in dirs if x == d or x.startswith(d + "/")]:
                     dirs.discard(x)
                     dirs.add(dst + x[len(d):])
+                if tolerant:  # a restore may have put files there the model does not know: log them too
+                    for dirpath, dnames, fnames in os.walk(os.path.join(root, dst)):
+                        rel_dir = os.path.relpath(dirpath, root)
+                        dirs.add(rel_dir)
+                        for name in fnames:
+                            q = f"{rel_dir}/{name}"
+                            sha = read_sha(q)
+                            if sha != "-":
+                                events.append((t0, time.monotonic(), q, sha))
+                                files[q] = sha
             elif files:  # a file turns into a directory (and a directory into a file)
                 rel = rnd.choice(sorted(files))
                 os.unlink(os.path.join(root, rel))
