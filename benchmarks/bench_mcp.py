@@ -51,6 +51,43 @@ def servers() -> dict[str, list[str]]:
     return {"tc-mcp": [sys.executable, "-m", "tc_git"], "seed 0.1.7": seed_server_cmd()}
 
 
+# tc-mcp with its drift watcher on (it never captures by itself here: hour-long quiet period), so
+# saves go through the change journal (issue 14)
+JOURNAL = ["env", "TC_WATCH=on", "TC_WATCH_INTERVAL=3600", "TC_DRIFT_MAX_WAIT=3600", sys.executable, "-m", "tc_git"]
+
+
+class PeakRSS:
+    """Peak resident memory of this process's children (the server under test), sampled every 50 ms."""
+
+    def __init__(self):
+        import threading
+
+        self.peak = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        try:
+            import psutil
+        except ImportError:
+            return
+        me = psutil.Process()
+        while not self.stop.wait(0.05):
+            for ch in me.children(recursive=True):
+                try:
+                    self.peak = max(self.peak, ch.memory_info().rss)
+                except psutil.Error:
+                    pass
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
 # ----------------------------------------------------------------------------- cold start, tools/list (issue 11)
 def seed_server_cmd() -> list[str]:
     """The seed's stdio server from the private --target directory of benchmarks/common.py (a normal
@@ -270,11 +307,12 @@ async def run_workflow(cmd: list[str], label: str, ws: Path, n: int, repeat: int
                     await T.call("tc_switch", "tc_switch", {"root": root, "task_id": other["task_id"]})
             await T.call("tc_switch", "tc_switch", {"root": root, "task_id": task_id})
         for i in range(repeat):
-            to = scratch / f"{label.split()[0]}-{n}-export{i}"
+            tag = "".join(ch if ch.isalnum() else "_" for ch in label)
+            to = scratch / f"{tag}-{n}-export{i}"
             to.mkdir(parents=True)
             ex = await T.call("tc_export", "tc_export", {"root": root, "to": str(to)}, size=True)
             if ex and i == 0:
-                ws2 = scratch / f"{label.split()[0]}-{n}-import"
+                ws2 = scratch / f"{tag}-{n}-import"
                 ws2.mkdir()
                 await T.call("tc_import", "tc_import", {"root": str(ws2), "package": ex["path"]}, size=True)
         for _ in range(repeat):
@@ -321,6 +359,8 @@ async def main_async(args) -> str:
         lines.append(f"| {name} | {fmt_s(cold[name][0])} | {cold[name][1]} |")
     lines.append("")
 
+    if not args.no_journal:
+        srv = {**srv, "tc-mcp + journal": JOURNAL}
     results: dict[int, dict[str, Timer]] = {}
     scratch = Path(tempfile.mkdtemp(prefix="bench-mcp-"))
     try:
@@ -332,7 +372,9 @@ async def main_async(args) -> str:
                 make_workspace(ws, n)
                 print(f"{n} files for {name}: generated in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
                 t0 = time.perf_counter()
-                results[n][name] = await run_workflow(cmd, name, ws, n, args.repeat, scratch)
+                with PeakRSS() as rss:
+                    results[n][name] = await run_workflow(cmd, name, ws, n, args.repeat, scratch)
+                results[n][name].peak_rss = rss.peak
                 print(f"  workflow {name} @ {n}: {time.perf_counter() - t0:.1f}s", file=sys.stderr)
                 shutil.rmtree(ws, ignore_errors=True)
     finally:
@@ -370,6 +412,7 @@ async def main_async(args) -> str:
         lines.append("")
 
     n0 = args.sizes[-1]
+    lines += journal_and_goals(results, args.sizes, ours, seed)
     lines += [f"## Response sizes (bytes of the JSON-RPC result, {n0 // 1000}k files)", "",
               f"| response | {ours} | seed |", "|---|---|---|"]
     for k in keys:
@@ -379,6 +422,52 @@ async def main_async(args) -> str:
             lines.append(f"| {k} | {a or '—'} | {b or '—'} |")
     lines.append("")
     return "\n".join(lines)
+
+
+def _k(n: int) -> str:
+    return f"{n // 1000}k" if n >= 1000 else str(n)
+
+
+def journal_and_goals(results, sizes, ours, seed) -> list[str]:
+    """tc-mcp with and without the change journal, peak RSS, and issue 14's MCP goals."""
+    med = lambda T, k: statistics.median(T.times[k]) if T and T.times.get(k) else None  # noqa: E731
+    out = []
+    if all("tc-mcp + journal" in results[n] for n in sizes):
+        out += ["## tc-mcp with the change journal (drift watcher on)", "",
+                "| call |" + "".join(f" without {_k(n)} | with journal {_k(n)} |" for n in sizes),
+                "|---|" + "---|---|" * len(sizes)]
+        for k in ("tc_save (no change)", "tc_save (1 file changed)", "tc_save (100 files changed)",
+                  "tc_capture (no change)", "tc_capture (1 file changed)", "tc_restore apply (step 1)"):
+            out.append(f"| {k} |" + "".join(f" {fmt_s(med(results[n][ours], k))} | "
+                                              f"{fmt_s(med(results[n]['tc-mcp + journal'], k))} |" for n in sizes))
+        out.append("")
+    out += ["## Peak RSS of the server process (psutil, sampled every 50 ms)", "",
+            "| server |" + "".join(f" {_k(n)} |" for n in sizes), "|---|" + "---|" * len(sizes)]
+    for name in results[sizes[0]]:
+        out.append(f"| {name} |" + "".join(f" {getattr(results[n][name], 'peak_rss', 0) / (1 << 20):.0f} MiB |"
+                                            for n in sizes))
+    out.append("")
+    n = 10_000 if 10_000 in results else max(sizes)
+    at = f"{_k(n)}" + ("" if n == 10_000 else " (stand-in for 10k)")
+    goals = []
+    for k, label in (("tc_save (100 files changed)", "100-file save"), ("tc_restore apply (step 1)", "restore apply")):
+        a, b = med(results[n][ours], k), med(results[n][seed], k)
+        if a and b:
+            goals.append((f"{at}: {label} over MCP >= 20x faster than the seed", b / a >= 20, f"{b / a:.1f}x"))
+    big = max(sizes)
+    rss = getattr(results[big][ours], "peak_rss", 0) / (1 << 20)
+    if rss:  # 0: psutil is not installed (pip install 'tc-git[bench]')
+        goals.append((f"{_k(big)}{'' if big == 50_000 else ' (stand-in for 50k)'}: server peak RSS < 150 MiB",
+                      rss < 150, f"{rss:.0f} MiB"))
+    if "tc-mcp + journal" in results[big]:
+        for k in ("tc_save (no change)", "tc_save (1 file changed)"):
+            t = med(results[big]["tc-mcp + journal"], k)
+            if t is not None:
+                goals.append((f"{_k(big)}: {k} with the journal <= 20 ms (round trip included)", t <= 0.020,
+                              fmt_s(t)))
+    out += ["## Goals (issue 14)", "", "| goal | verdict | measured |", "|---|---|---|",
+            *[f"| {g} | {'PASS' if ok else 'FAIL'} | {m} |" for g, ok, m in goals], ""]
+    return out
 
 
 def _mcp_version() -> str:
@@ -395,6 +484,7 @@ def main() -> None:
     ap.add_argument("--starts", type=int, default=5, help="cold starts per server")
     ap.add_argument("--out", default=str(HERE / "results" / "mcp.md"))
     ap.add_argument("--cold-only", action="store_true", help="only cold start and tools/list sizes")
+    ap.add_argument("--no-journal", action="store_true", help="skip tc-mcp with the drift watcher's journal")
     args = ap.parse_args()
     args.sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     if args.big and 50000 not in args.sizes:
