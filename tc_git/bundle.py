@@ -13,6 +13,7 @@ Format (gitformat-bundle): `# v2 git bundle\\n`, then `-<oid> <comment>` prerequ
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import glob
 import hashlib
@@ -232,18 +233,10 @@ def write_bundle(repo: pygit2.Repository, path: Path, refs: dict[str, str], prer
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        with _suppress():
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     return {"objects": n, "bytes": sum(map(len, lines)) + len(pack)}
-
-
-class _suppress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return exc[0] is not None and issubclass(exc[0], OSError)
 
 
 def _chunks(path: Path, offset: int):

@@ -15,6 +15,7 @@ import sys
 import time
 
 from . import __version__, jsonsafe
+from .cli_common import engine_for, set_prog, task_arg, workspace_paths  # noqa: F401  (re-exported)
 from .errors import BadInput, TcError
 
 
@@ -44,22 +45,6 @@ class Progress:
         if self.shown:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()
-
-
-def engine_for(args):
-    from .engine import Engine
-
-    return Engine(args.root, progress=args.progress)
-
-
-def task_arg(args, attr: str = "task_id"):
-    """The task a `--task` option names: its id, a unique prefix of it, or its name."""
-    value = getattr(args, attr, None)
-    if value is None:
-        return None
-    from .ids import resolve_task
-
-    return resolve_task(engine_for(args), value)
 
 
 # ---------------------------------------------------------------------------------- commands
@@ -200,29 +185,6 @@ def run_core(args) -> dict:
     if c == "compress":
         return e.compress(args.keep_seconds, args.minimum, args.maximum)
     raise AssertionError(c)
-
-
-def workspace_paths(args, paths):
-    """`--path` values as the engine wants them: relative to the workspace root. A relative path
-    typed in a subdirectory of the workspace is taken from there, as git does; anything that
-    leaves the workspace keeps its `..` and is refused by the engine."""
-    if not paths:
-        return paths
-    import posixpath
-
-    root = os.path.realpath(args.root)
-    cwd = os.path.realpath(os.getcwd())
-    prefix = os.path.relpath(cwd, root) if (cwd + os.sep).startswith(root + os.sep) else "."
-    out = []
-    for p in paths:
-        if os.path.isabs(p):
-            rel = os.path.relpath(os.path.realpath(p), root)
-            out.append(p if rel.startswith("..") else rel)  # outside: the engine names the problem
-        elif prefix != ".":
-            out.append(posixpath.normpath(posixpath.join(prefix.replace(os.sep, "/"), p)))
-        else:
-            out.append(p)
-    return out
 
 
 # ---------------------------------------------------------------------------------- output
@@ -472,18 +434,13 @@ EXTENSIONS: list = []  # setup(sub) functions of other layers; their parsers set
 
 
 def _load_extensions() -> None:
-    """Optional layers add sub-commands; a missing or broken one never breaks the core CLI."""
-    import importlib
+    """The other areas' sub-commands. Imported here, not at the top: `tc-git hook` skips them (start-up
+    budget). A broken one is an error, never a silently missing command."""
+    from . import handoff_cli, hooks_cli, run, setup_cli, skill_cli, trajectory_cli, view_cli
 
     if EXTENSIONS:
         return  # already loaded (main() may run more than once in one process)
-    for mod in ("tc_git.handoff_cli", "tc_git.trajectory_cli", "tc_git.view_cli", "tc_git.hooks_cli",
-                "tc_git.skill_cli", "tc_git.run", "tc_git.setup_cli"):
-        try:
-            m = importlib.import_module(mod)
-        except ImportError:
-            continue
-        EXTENSIONS.append(m.setup)
+    EXTENSIONS.extend(m.setup for m in (handoff_cli, trajectory_cli, view_cli, hooks_cli, skill_cli, run, setup_cli))
 
 
 NO_WORKSPACE = {"demo", "setup", "hooks", "skill", "hook", None}
@@ -516,6 +473,7 @@ PROG = "tc-git"
 def main(argv=None) -> int:
     global PROG
     PROG = _prog(sys.argv[0] if sys.argv else "")
+    set_prog(PROG)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["hook"]:  # hooks have a start-up budget: skip loading the other layers
         from .hooks import main as hook_main

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from .engine import Engine
+from .refs import task_ref
 
 APP_V1 = "def total(prices):\n    return sum(prices)\n"
 APP_V2 = ('def total(prices, tax=0.0):\n    """Sum of prices, with tax applied."""\n'
@@ -45,8 +46,9 @@ def _changed(e: Engine, index: int) -> str:
 
 
 def run_demo(keep: bool = False) -> dict:
-    from .cli import PROG
+    from .cli_common import prog
 
+    PROG = prog()
     base = Path(tempfile.mkdtemp(prefix="tc-demo-"))
     ws, ws2, out_dir = base / "shop", base / "laptop" / "shop", base / "handoff"
     for d in (ws, ws2, out_dir):
@@ -151,7 +153,7 @@ def run_demo(keep: bool = False) -> dict:
         cmd("view", "one HTML page: timeline, diffs, the conversation")
         say(f"     {v['path']}")
         if have_git:
-            ref = f"refs/checkpoints/tasks/{task}/head"
+            ref = task_ref(task)
             say(f"  $ git --git-dir=.checkpoints log --oneline {ref}")
             for line in _git("--git-dir", str(ws / ".checkpoints"), "log", "--oneline", ref, cwd=ws).splitlines():
                 say(f"     {line}")

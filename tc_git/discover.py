@@ -14,8 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-STORE_DIRNAME = ".checkpoints"
-POINTER_FILE = ".task-checkpoint-store.json"
+from .refs import POINTER_FILE, STORE_DIRNAME
 
 
 def _is_store(d: Path) -> bool:

@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -21,10 +22,10 @@ from .errors import BadInput, Conflict, NotFound, TaskClosed
 from .policy import Left, Policy, exclude_file, validate_excludes
 from .secrets import redact_fields
 from .resume import handoff_text
-from .store import POINTER_FILE, Store, atomic_write, check_root, locate
+from .refs import EMPTY_TREE, MILESTONES_PREFIX, POINTER_FILE, session_ref
+from .store import Store, atomic_write, check_root, locate
 from .timeline import TASK_ID_RE, Entry, Timeline
 
-EMPTY_TREE_HEX = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 MAX_LIST = 200  # longest path list in a result; the rest is counted
 
 
@@ -143,7 +144,7 @@ class Engine:
         if old_tree is not None and old_tree.id == new_tree.id:
             return {"count": 0, "files": []}  # libgit2 walks identical trees (~50 ms at 50k files)
         if old_tree is None:
-            old_tree = self.repo[EMPTY_TREE_HEX] if EMPTY_TREE_HEX in self.repo else None
+            old_tree = self.repo[EMPTY_TREE] if EMPTY_TREE in self.repo else None
         if old_tree is None:
             diff = new_tree.diff_to_tree(swap=True)
         else:
@@ -231,7 +232,7 @@ class Engine:
         }
 
     def switch(self, task_id: str) -> dict:
-        with self.store.lock() if self.store.exists else _nolock():
+        with self.store.lock() if self.store.exists else contextlib.nullcontext():
             tl = self._timeline(task_id)
             if tl.head().kind == "close":
                 raise TaskClosed(f"task {task_id} is closed and cannot be reopened; start a new one with tc_init")
@@ -321,11 +322,8 @@ class Engine:
 
     def _after_step(self, tl: Timeline) -> dict:
         """Export the task's refs into the user's repository (handoff layer), if there is one."""
-        try:
-            from . import handoff
-        except ImportError:
-            return {"ok": False, "ref": None, "reason": "export to the user's repository is not available",
-                    "unchanged": None}
+        from . import handoff  # lazy: most calls never export
+
         return handoff.export_after_step(self, tl)
 
     def capture(self, partial: bool = False, title: str | None = None, tool_call: dict | None = None,
@@ -452,7 +450,7 @@ class Engine:
 
     def _latest_milestone(self, task_id: str) -> str | None:
         """The newest milestone whose linked code commit is in this task's timeline."""
-        prefix = "refs/checkpoints/milestones/"
+        prefix = MILESTONES_PREFIX
         if not any(r.startswith(prefix) for r in self.repo.references):
             return None  # keeps resume free of the trajectory import when there are none
         from . import trajectory as T
@@ -803,7 +801,7 @@ class Engine:
         if not prev or prev.get("sha1") != digest:
             return None
         out = prev["result"]
-        prefix = f"refs/checkpoints/sessions/{out['session']}/"
+        prefix = session_ref(out['session'])
         refs = self.repo.references
         if any(str(refs[prefix + b].target) != t if prefix + b in refs else True for b, t in out["branches"].items()):
             return None  # moved or deleted since: record properly
@@ -830,7 +828,7 @@ class Engine:
         from . import trajectory as T
         from .trajectory.recorder import publish, session_name
 
-        prefix = f"refs/checkpoints/sessions/{session_name(tr.agent, tr.session_id)}/"
+        prefix = session_ref(session_name(tr.agent, tr.session_id))
         if len(tr.events) < 200 or any(r.startswith(prefix) for r in self.repo.references):
             return T.record(self.repo, tr)
         with mempack.bulk_writes(self.repo) as (work, pack):
@@ -1002,14 +1000,6 @@ class Engine:
 
 def _count(items, word: str) -> str:
     return f"{len(items)} {word}{'s' if len(items) != 1 else ''}"
-
-
-class _nolock:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _watch_user_git(fn):

@@ -21,7 +21,9 @@ import os
 import stat as stat_mod
 from pathlib import Path
 
-OURS = ("refs/checkpoints/", "refs/notes/checkpoints")
+from .refs import CHECKPOINTS_PREFIX, NOTES_REF
+
+OURS = (CHECKPOINTS_PREFIX, NOTES_REF)
 HASH_MAX = 8 << 20
 
 

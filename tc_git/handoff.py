@@ -37,11 +37,11 @@ from . import gitguard, pathsafe, validate
 from .errors import BadInput, Conflict, NotFound, TaskClosed, Unavailable
 from .secrets import redact_text
 from .store import Store
-from .timeline import NOTES_REF, TASK_ID_RE, TASKS_PREFIX, Timeline, entry_of, head_ref, signature
+from .refs import (CHECKPOINTS_PREFIX, MILESTONES_PREFIX, NOTES_REF, SESSIONS_PREFIX, SYNC_HAVE_PREFIX,
+                   SYNC_WANT_PREFIX, TASKS_PREFIX, is_ours, task_of_ref)
+from .timeline import TASK_ID_RE, Timeline, entry_of, head_ref, signature
 
-CHECKPOINTS = "refs/checkpoints/"
-SESSIONS = "refs/checkpoints/sessions/"
-MILESTONES = "refs/checkpoints/milestones/"
+CHECKPOINTS, SESSIONS, MILESTONES = CHECKPOINTS_PREFIX, SESSIONS_PREFIX, MILESTONES_PREFIX
 HEX40 = re.compile(r"\b[0-9a-f]{40}\b")
 OFF = ("off", "0", "false", "no")
 
@@ -54,8 +54,7 @@ def _oid(x) -> pygit2.Oid:
     return x if isinstance(x, pygit2.Oid) else pygit2.Oid(hex=str(x))
 
 
-def _is_ours(name: str) -> bool:
-    return name == NOTES_REF or name.startswith(CHECKPOINTS)
+_is_ours = is_ours
 
 
 def _valid_ref(name: str) -> bool:
@@ -67,14 +66,12 @@ def _valid_ref(name: str) -> bool:
     if any(part in ("", ".", "..") for part in name.split("/")):
         return False
     if name.startswith(TASKS_PREFIX):
-        m = re.fullmatch(r"refs/checkpoints/tasks/([^/]+)/head", name)
-        return bool(m and TASK_ID_RE.match(m.group(1)))
+        task = task_of_ref(name)
+        return bool(task and TASK_ID_RE.match(task))
     return name.startswith(SESSIONS) or name.startswith(MILESTONES)
 
 
-def _task_of(name: str) -> str | None:
-    m = re.fullmatch(r"refs/checkpoints/tasks/([^/]+)/head", name)
-    return m.group(1) if m else None
+_task_of = task_of_ref
 
 
 def _ref_target(repo: pygit2.Repository, name: str):
@@ -134,11 +131,6 @@ def linked_refs(repo: pygit2.Repository, task_id: str, milestones_only: bool = F
     names = [r for r in repo.references if r.startswith(MILESTONES) or (not milestones_only and r.startswith(SESSIONS))]
     if not names:
         return {}
-    try:
-        from .trajectory import milestones as ms_mod  # the trajectory layer may know better
-        for_task = getattr(ms_mod, "refs_for_task", None)
-    except ImportError:
-        for_task = None
     tl = Timeline(repo, task_id)
     chain: set[str] = set()
     mentioned: set[str] = set()
@@ -150,12 +142,6 @@ def linked_refs(repo: pygit2.Repository, task_id: str, milestones_only: bool = F
         if rec.get("agent") and rec.get("session"):
             pairs.add(f"{rec['agent']}-{rec['session']}")
     out: dict[str, pygit2.Oid] = {}
-    if for_task is not None:
-        with contextlib.suppress(Exception):
-            for name in for_task(repo, task_id):
-                t = _ref_target(repo, name)
-                if t is not None:
-                    out[name] = t
     for name in names:
         if not name.startswith(MILESTONES) or name in out:
             continue
@@ -897,9 +883,9 @@ def _fetch_verified(engine, url: str, refs: dict[str, pygit2.Oid]) -> None:
         for i, (_n, oid) in enumerate(sorted((n, _ref_target(repo, n)) for n in repo.references if _is_ours(n))):
             if oid is not None:
                 with contextlib.suppress(pygit2.GitError, ValueError):
-                    q.references.create(f"refs/tc-have/{i}", oid, force=True)
+                    q.references.create(f"{SYNC_HAVE_PREFIX}{i}", oid, force=True)
         try:
-            q.remotes.create_anonymous(url).fetch([f"+{n}:refs/tc-sync/{i}" for i, n in enumerate(sorted(want))],
+            q.remotes.create_anonymous(url).fetch([f"+{n}:{SYNC_WANT_PREFIX}{i}" for i, n in enumerate(sorted(want))],
                                                   message="tc-git: sync")
         except pygit2.GitError as e:
             raise Unavailable(f"fetch from {url} failed: {e}") from e

@@ -13,6 +13,8 @@ import json
 import os
 import time
 
+from .refs import task_ref
+
 DIRNAME = "handoff"
 
 
@@ -31,7 +33,7 @@ def write(store, task: str, head: str, text: str, status: str) -> None:
 
 def head_of(store, task: str) -> str | None:
     """The commit `refs/checkpoints/tasks/<task>/head` points at, read the way git stores it."""
-    ref = f"refs/checkpoints/tasks/{task}/head"
+    ref = task_ref(task)
     store = os.fspath(store)
     try:
         with open(os.path.join(store, *ref.split("/")), encoding="ascii") as f:

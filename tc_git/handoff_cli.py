@@ -2,22 +2,9 @@
 from __future__ import annotations
 
 
-def PROG() -> str:
-    from . import cli
-
-    return cli.PROG
-
-
-def _engine(args):
-    from .cli import engine_for
-
-    return engine_for(args)
-
-
-def _task(args):
-    from .cli import task_arg
-
-    return task_arg(args)
+from .cli_common import engine_for as _engine
+from .cli_common import prog as PROG
+from .cli_common import task_arg as _task
 
 
 def _h_export(r: dict) -> str:

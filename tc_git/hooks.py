@@ -30,10 +30,8 @@ import os
 import sys
 import time
 
-# Same values as tc_git.store (imported lazily there because it loads pygit2); a test keeps
-# them equal.
-STORE_DIRNAME = ".checkpoints"
-POINTER_FILE = ".task-checkpoint-store.json"
+from .jsonsafe import one_line
+from .refs import POINTER_FILE, STORE_DIRNAME  # stdlib-only: the hook entry loads no pygit2
 LOG_NAME = "hooks.log"
 
 EVENT_NAMES = {  # command-line name -> hook_event_name
@@ -165,8 +163,7 @@ def detect_agent(event: dict, hint: str | None = None) -> str:
 
 
 def _clip(s: str, n: int = 120) -> str:
-    s = " ".join(str(s).split())
-    return s if len(s) <= n else s[: n - 1] + "…"
+    return one_line(s, n)
 
 
 def _patch_paths(text: str) -> list[str]:

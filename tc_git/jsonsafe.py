@@ -116,3 +116,10 @@ def dumps(obj: Any, **kw) -> str:
     if not is_clean(text):  # a non-str object turned into text by `default=`: escape, never fail
         text = json.dumps(safe(obj), **{**kw, "ensure_ascii": True})
     return text
+
+
+def one_line(s, n: int) -> str:
+    """`s` as one line (runs of whitespace -> one space) of at most `n` characters, `…` when cut:
+    the one clipping rule of hook logs, handoff text and error messages."""
+    s = " ".join(str(s).split())
+    return s if len(s) <= n else s[: n - 1] + "…"

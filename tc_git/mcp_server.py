@@ -12,7 +12,6 @@ Logs go to stderr and to `<store>/tc/server.log`; stdout is the JSON-RPC channel
 from __future__ import annotations
 
 import contextlib
-import inspect
 import io
 import json
 import logging
@@ -48,7 +47,6 @@ INSTRUCTIONS = (
     "undo=true apply=true. Unsaved edits are recorded as drifts automatically."
 )
 ERROR_META = "tc-git/code"  # error results: the error code under this `_meta` key
-MAX_ITEMS = 200      # longest list in any result (the engine caps too; this is the backstop)
 PROGRESS_EVERY = 0.2  # seconds between progress notifications
 
 
@@ -332,8 +330,7 @@ def error_code(result: CallToolResult) -> str | None:
 
 
 def _clip(s: str, n: int = 300) -> str:
-    s = " ".join(str(s).split())
-    return s if len(s) <= n else s[: n - 1] + "…"
+    return jsonsafe.one_line(s, n)
 
 
 # ------------------------------------------------------------------------------- root
@@ -456,10 +453,8 @@ class Runner:
             holder["engine"] = eng
             if self.watcher is not None:  # saves refresh only what the watcher saw change
                 eng.journal = self.watcher.journal(eng.root)
-            fn = getattr(eng, method, None)
-            if fn is None:
-                raise _NotInBuild(tool)
-            result = fn(*args, **_accepted(fn, kwargs))
+            # explicit keywords: a renamed engine parameter is a TypeError (a test failure), not a no-op
+            result = getattr(eng, method)(*args, **kwargs)
             if self.watcher is not None:
                 self.watcher.watch(eng.root, eng.store.path)
             return result
@@ -467,9 +462,6 @@ class Runner:
         eng = None
         try:
             result = await anyio.to_thread.run_sync(work)
-        except _NotInBuild:
-            return _error(f"{tool.removeprefix('tc_')} is not available in this build of tc-git "
-                          f"({__version__}); upgrade tc-git", "unavailable")
         except TcError as e:
             eng = holder.get("engine")
             _store_log(eng.store.path if eng else None, f"{tool} error {e.code}: {e.message}")
@@ -500,26 +492,11 @@ def _success(tool: str, result) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
-class _NotInBuild(Exception):
-    pass
-
-
 def _warm(run: Runner) -> None:
     try:
         run.engine_cls()
     except Exception:  # the first tool call will report it
         log.debug("engine import failed", exc_info=True)
-
-
-def _accepted(fn, kwargs: dict) -> dict:
-    """Only the keyword arguments `fn` accepts (export/import live in another layer)."""
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return kwargs
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return kwargs
-    return {k: v for k, v in kwargs.items() if k in params}
 
 
 class _ProgressBridge:

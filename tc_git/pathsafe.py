@@ -28,8 +28,7 @@ import re
 import sys
 import unicodedata
 
-STORE_DIRNAME = ".checkpoints"  # kept equal to store.STORE_DIRNAME (not imported: store needs pygit2)
-POINTER_FILE = ".task-checkpoint-store.json"
+from .refs import POINTER_FILE, STORE_DIRNAME  # stdlib-only module: no pygit2 here
 RULES_ENV = "TC_PATH_RULES"
 RULES = ("posix", "windows", "macos")
 

@@ -1,7 +1,7 @@
 """The handoff text: what a new session needs to pick the work up, in under 2 KB."""
 from __future__ import annotations
 
-from .jsonsafe import path_out, text_out
+from .jsonsafe import one_line, path_out, text_out
 
 LABELS = {
     "en": {"task": "Task", "goal": "Goal", "constraints": "Constraints", "step": "Current step",
@@ -21,8 +21,7 @@ MAX_BYTES = 2000
 
 def _clip(s: str, n: int) -> str:
     # a non-UTF-8 file name arrives surrogate-escaped: shown by the rule of every JSON result (jsonsafe)
-    s = " ".join(text_out(s or "").split())
-    return s if len(s) <= n else s[: n - 1] + "…"
+    return one_line(text_out(s or ""), n)
 
 
 def handoff_text(info: dict, lang: str = "en") -> str:

@@ -256,8 +256,9 @@ def disconnect(client: str = "claude", scope: str = "user", root: str = ".") -> 
 
 # ----------------------------------------------------------------------------- CLI
 def _h_setup(r: dict) -> str:
-    from .cli import PROG
+    from .cli_common import prog
 
+    PROG = prog()
     lines = [f"connected {r['client']} to tc-git ({r['scope']} scope):"]
     for d in r["done"]:
         if d["path"] is None:

@@ -20,9 +20,8 @@ from pygit2.enums import Option
 from . import lockfile, validate
 from .errors import BadInput, StoreBusy, UnsafeRoot
 from .fsutil import atomic_write  # noqa: F401  (re-exported: engine, handoff)
+from .refs import POINTER_FILE, STORE_DIRNAME, STORE_HEAD_REF  # noqa: F401  (re-exported)
 
-STORE_DIRNAME = ".checkpoints"
-POINTER_FILE = ".task-checkpoint-store.json"  # the seed's pointer name, kept for drop-in use
 IDENTITY = ("tc-git", "tc-git@localhost")
 ATTRIBUTES = "* -text -filter -ident -working-tree-encoding -eol\n"
 
@@ -285,7 +284,7 @@ class Store:
                 self.ensure_head()
             self.write_json("active.json", active)
 
-    HEAD_REF = "refs/heads/tc-git"
+    HEAD_REF = STORE_HEAD_REF
     HEAD_MESSAGE = ("tc-git checkpoint store\n\nThis commit only gives HEAD something to name. The work is on\n"
                     "refs/checkpoints/tasks/<task>/head (code timelines), refs/checkpoints/sessions/ (recorded\n"
                     "conversations) and refs/checkpoints/milestones/; notes on refs/notes/checkpoints.\n"

@@ -17,17 +17,15 @@ from dataclasses import dataclass, field
 import pygit2
 
 from .errors import Conflict, NotFound
+from .refs import NOTES_REF, TASKS_PREFIX, task_ref
 from .secrets import redact_obj
 from .store import IDENTITY
 
-NOTES_REF = "refs/notes/checkpoints"
-TASKS_PREFIX = "refs/checkpoints/tasks/"
 KINDS = ("init", "step", "drift", "restore", "import", "close")
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-def head_ref(task_id: str) -> str:
-    return f"{TASKS_PREFIX}{task_id}/head"
+head_ref = task_ref  # the older name, used across the engine
 
 
 def signature(when: float | None = None) -> pygit2.Signature:

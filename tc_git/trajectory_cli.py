@@ -11,16 +11,8 @@ import json
 import time
 
 
-def _engine(args):
-    from .cli import engine_for
-
-    return engine_for(args)
-
-
-def _workspace_paths(args, paths):
-    from .cli import workspace_paths
-
-    return workspace_paths(args, paths)
+from .cli_common import engine_for as _engine
+from .cli_common import workspace_paths as _workspace_paths
 
 
 def _user_engine(args):

@@ -22,11 +22,8 @@ from pathlib import Path
 import pygit2
 
 from .secrets import redact_text
-from .timeline import NOTES_REF, Timeline, entry_of, parse_trailers
-
-SESSIONS_PREFIX = "refs/checkpoints/sessions/"
-MILESTONES_PREFIX = "refs/checkpoints/milestones/"
-EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+from .refs import EMPTY_TREE, NOTES_REF, SESSIONS_PREFIX
+from .timeline import Timeline, entry_of, parse_trailers
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
@@ -140,22 +137,12 @@ def _code_point(repo: pygit2.Repository, hexid: str) -> tuple[str | None, str | 
 
 def milestones(repo: pygit2.Repository) -> list[Milestone]:
     """Every milestone with the code commit it names (through the trajectory layer's notes)."""
-    try:
-        from .trajectory.milestones import list_milestones
-    except ImportError:  # a store written by a build without the trajectory layer
-        list_milestones = None
+    from .trajectory.milestones import list_milestones
+
     out = []
-    if list_milestones is not None:
-        for tm in list_milestones(repo):
-            out.append(Milestone(name=tm.name, event=tm.event, code=tm.code_commit,
-                                 note={"title": tm.message, "session": tm.session}))
-    else:
-        for ref in sorted(r for r in repo.references if r.startswith(MILESTONES_PREFIX)):
-            try:
-                out.append(Milestone(name=ref[len(MILESTONES_PREFIX):],
-                                     event=str(repo.references[ref].peel(pygit2.Commit).id)))
-            except (KeyError, ValueError, pygit2.GitError):
-                continue
+    for tm in list_milestones(repo):
+        out.append(Milestone(name=tm.name, event=tm.event, code=tm.code_commit,
+                             note={"title": tm.message, "session": tm.session}))
     for m in out:
         if m.code:
             try:

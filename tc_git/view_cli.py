@@ -6,7 +6,7 @@ from pathlib import Path
 
 
 def _run(args) -> dict:
-    from .cli import engine_for
+    from .cli_common import engine_for
     from .ids import resolve_task
     from .view import write_view
 

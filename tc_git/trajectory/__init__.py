@@ -1,7 +1,7 @@
 """The trajectory layer: what was said and done, one git commit per event.
 
 Pure functions over the store's `pygit2.Repository`; the caller (the engine) holds the store
-lock for anything that writes. See DESIGN.md, "Trajectory: every event is a commit".
+lock for anything that writes. See docs/architecture.md, "Trajectory (trajectory/)".
 """
 from __future__ import annotations
 

@@ -15,14 +15,12 @@ from typing import Any
 import pygit2
 
 from ..errors import BadInput, Conflict, NotFound
-from ..timeline import NOTES_REF, signature
-from .recorder import SESSIONS_PREFIX
+from ..refs import MILESTONES_PREFIX, NOTES_REF, SESSIONS_PREFIX
+from ..timeline import signature
 
 __all__ = ["MILESTONES_PREFIX", "Milestone", "check_name", "SessionInfo", "resolve", "set_milestone",
            "get_milestone", "list_milestones", "delete_milestone", "list_sessions", "log",
            "event_note", "link_code", "linked_code", "milestone_map"]
-
-MILESTONES_PREFIX = "refs/checkpoints/milestones/"
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from pygit2.enums import ObjectType
 
 from ..fsutil import atomic_write
 from .. import secrets as _secrets
+from ..refs import SESSIONS_PREFIX
 from ..timeline import signature
 from .model import Event, Transcript, short_text
 from .readers import read_transcript
@@ -28,7 +29,6 @@ from .readers import read_transcript
 __all__ = ["SESSIONS_PREFIX", "LARGE", "RecordResult", "record", "record_file", "session_name",
            "session_prefix", "load_event", "event_subject"]
 
-SESSIONS_PREFIX = "refs/checkpoints/sessions/"
 LARGE = 8 * 1024  # fields above this go to their own blob, so event.json stays readable
 BLOB_NAMES = {"text": "text", "tool_input": "input", "tool_output": "output"}
 AUTO_BRANCH = re.compile(r"^(main|fork-[0-9a-f]+|agent-.+|sidechain.*)$")

@@ -1,0 +1,61 @@
+"""Every name tc-git gives to things inside and next to a store, in one place.
+
+Stdlib only (the hook entry and pathsafe import it without loading pygit2). The layout of a store:
+
+    refs/checkpoints/tasks/<id>/head            a task's code timeline
+    refs/checkpoints/sessions/<agent>-<s>/<b>   a recorded conversation's branches
+    refs/checkpoints/milestones/<name>          named events
+    refs/notes/checkpoints                      one JSON note per commit (timeline and trajectory)
+    refs/heads/tc-git                           the README commit a bare `git log` shows
+
+Refs named here are a format: bundles, mirrors and pushed remotes carry them, so a change is a
+migration, not a rename.
+"""
+from __future__ import annotations
+
+import re
+
+# --- names next to the workspace --------------------------------------------------------------
+STORE_DIRNAME = ".checkpoints"
+POINTER_FILE = ".task-checkpoint-store.json"  # the seed's pointer name, kept for drop-in use
+
+# --- refs and notes -----------------------------------------------------------------------------
+CHECKPOINTS_PREFIX = "refs/checkpoints/"
+TASKS_PREFIX = CHECKPOINTS_PREFIX + "tasks/"
+SESSIONS_PREFIX = CHECKPOINTS_PREFIX + "sessions/"
+MILESTONES_PREFIX = CHECKPOINTS_PREFIX + "milestones/"
+NOTES_REF = "refs/notes/checkpoints"
+STORE_HEAD_REF = "refs/heads/tc-git"
+# private, short-lived refs in a quarantine repository while syncing with a remote
+SYNC_HAVE_PREFIX = "refs/tc-have/"
+SYNC_WANT_PREFIX = "refs/tc-sync/"
+
+TASK_HEAD_RE = re.compile(r"refs/checkpoints/tasks/([^/]+)/head")
+
+# git's id of the tree with no entries (exists in every repository without being written)
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+def task_ref(task_id: str) -> str:
+    """`refs/checkpoints/tasks/<id>/head`: the tip of a task's code timeline."""
+    return f"{TASKS_PREFIX}{task_id}/head"
+
+
+def task_of_ref(name: str) -> str | None:
+    """The task id of a task head ref, or None for any other name."""
+    m = TASK_HEAD_RE.fullmatch(name)
+    return m.group(1) if m else None
+
+
+def session_ref(session: str, branch: str = "") -> str:
+    """`refs/checkpoints/sessions/<session>/` (the session's ref directory) or one of its branches."""
+    return f"{SESSIONS_PREFIX}{session}/{branch}"
+
+
+def milestone_ref(name: str) -> str:
+    return MILESTONES_PREFIX + name
+
+
+def is_ours(name: str) -> bool:
+    """A ref tc-git owns (what bundles, mirrors and remotes may carry)."""
+    return name == NOTES_REF or name.startswith(CHECKPOINTS_PREFIX)
