@@ -1,0 +1,190 @@
+"""Import layering of tc_git, read from the source with `ast` (module-level and function-level imports).
+
+Calls go down only: front ends -> engine -> domain -> policy -> storage/native -> base. A module may
+import its own layer or any layer below, never one above; the import graph has no cycle; only
+mcp_server imports `mcp`; the hook entry starts without `mcp` and `pygit2`. docs/architecture.md
+shows the same table (checked below), so the diagram stays drawn from the real imports.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "tc_git"
+DOC = ROOT / "docs" / "architecture.md"
+
+# Top to bottom. Names are relative to tc_git; "trajectory.*" is every module of that package.
+LAYERS: list[tuple[str, list[str]]] = [
+    ("front ends", ["__main__", "cli", "cli_common", "ids", "handoff_cli", "trajectory_cli", "view_cli",
+                    "hooks_cli", "skill_cli", "setup_cli", "userfiles", "demo", "run", "watch",
+                    "mcp_fast", "mcp_server", "hooks"]),
+    ("engine", ["engine"]),
+    ("domain", ["timeline", "snapshot", "restore", "compress", "resume", "handoff", "handoff_cache",
+                "view", "diffstat", "gitguard", "journal", "trajectory", "trajectory.*"]),
+    ("policy", ["policy", "secrets"]),
+    ("storage/native", ["store", "discover", "bundle", "mempack", "libgit2", "wsfs", "pathsafe", "lockfile"]),
+    ("base", ["__init__", "errors", "refs", "validate", "jsonsafe", "fsutil"]),
+]
+
+# Known violations, each a (importer, imported) edge with the reason it is still there. The list may
+# only shrink: a new violation fails the test, and so does an entry that no longer occurs.
+ALLOWED: dict[tuple[str, str], str] = {
+    # The user-level store's path and opt-out rules live in the hook entry (stdlib only, it applies
+    # them before loading anything); userstore reads them from there. Fix: move user_store_path,
+    # opted_out, record_mode and OPT_OUT_FILE to a stdlib module below both (issue 15).
+    ("trajectory.userstore", "hooks"): "domain -> front end, and the hooks <-> userstore cycle",
+    # The fast-start server hands over to the full one and the full one writes the fast one's cache
+    # (cache_payload, screen, claim_wire): one front end in two files, imported lazily both ways.
+    # Fix: move the cache/wire helpers mcp_server uses into a module below both.
+    ("mcp_server", "mcp_fast"): "the mcp_fast <-> mcp_server cycle",
+}
+
+THIRD_PARTY_ONLY_IN = {"mcp": {"mcp_server"}}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted(PKG.rglob("*.py")):
+        parts = p.relative_to(PKG).with_suffix("").parts
+        name = ".".join(parts)
+        if name.endswith(".__init__"):
+            name = name[: -len(".__init__")]
+        out[name] = p
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """Every module `name` imports anywhere in its file: tc_git ones relative to tc_git, others by
+    their top-level name prefixed with '!'."""
+    is_pkg = path.name == "__init__.py"
+    pkg = ("tc_git." + name if name != "__init__" else "tc_git") if is_pkg else \
+        ("tc_git." + name).rpartition(".")[0]
+    out: set[str] = set()
+
+    def add(full: str) -> None:
+        if full == "tc_git":
+            out.add("__init__")
+        elif full.startswith("tc_git."):
+            out.add(full[len("tc_git."):])
+        else:
+            out.add("!" + full.split(".")[0])
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                add(a.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            add(mod)
+            for a in node.names:  # `from . import engine` imports the module tc_git.engine
+                sub = f"{mod}.{a.name}"
+                if sub.startswith("tc_git.") and sub[len("tc_git."):] in MODULES:
+                    add(sub)
+    out.discard(name)
+    return out
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _layer_of(name: str) -> int | None:
+    for i, (_title, names) in enumerate(LAYERS):
+        for n in names:
+            if n == name or (n.endswith(".*") and name.startswith(n[:-1])):
+                return i
+    return None
+
+
+def _internal_edges():
+    for a, deps in GRAPH.items():
+        for b in deps:
+            if not b.startswith("!") and b != "__init__":
+                yield a, b
+
+
+def test_every_module_has_a_layer():
+    missing = sorted(n for n in MODULES if _layer_of(n) is None)
+    assert not missing, f"put these modules in LAYERS (and in docs/architecture.md): {missing}"
+    assert set(MODULES) >= {"engine", "cli", "mcp_server", "hooks", "refs", "store"}  # the walk found the code
+
+
+def test_no_import_calls_up():
+    up = sorted((a, b) for a, b in _internal_edges() if _layer_of(a) > _layer_of(b)
+                and (a, b) not in ALLOWED)
+    assert not up, "imports that call up a layer (importer -> imported): " + ", ".join(
+        f"{a} ({LAYERS[_layer_of(a)][0]}) -> {b} ({LAYERS[_layer_of(b)][0]})" for a, b in up)
+
+
+def test_allow_list_only_shrinks():
+    edges = set(_internal_edges())
+    stale = sorted(e for e in ALLOWED if e not in edges)
+    assert not stale, f"fixed: remove these entries from ALLOWED: {stale}"
+
+
+def test_no_import_cycle():
+    graph = {a: {b for b in deps if not b.startswith("!") and b != "__init__" and (a, b) not in ALLOWED}
+             for a, deps in GRAPH.items()}
+    seen: dict[str, int] = {}  # 1 on the stack, 2 done
+    cycles = []
+
+    def visit(n, stack):
+        seen[n] = 1
+        for m in sorted(graph.get(n, ())):
+            if seen.get(m) == 1:
+                cycles.append(stack[stack.index(m):] + [m])
+            elif m not in seen:
+                visit(m, stack + [m])
+        seen[n] = 2
+
+    for n in sorted(graph):
+        if n not in seen:
+            visit(n, [n])
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_third_party_boundaries():
+    bad = sorted(f"{a} imports {lib}" for lib, owners in THIRD_PARTY_ONLY_IN.items()
+                 for a, deps in GRAPH.items() if "!" + lib in deps and a not in owners)
+    assert not bad, bad
+    # refs is the names everyone (the hook entry too) shares: stdlib only
+    assert not {d for d in GRAPH["refs"] if d.startswith("!")} - {"!__future__", "!re"}
+
+
+def test_hook_entry_starts_without_mcp_and_pygit2():
+    code = ("import sys, json, tc_git.hooks, tc_git.refs, tc_git.pathsafe; "
+            "print(json.dumps(sorted(m for m in ('mcp', 'pygit2', 'pydantic', 'anyio') if m in sys.modules)))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == [], f"loaded at hook start: {r.stdout}"
+
+
+def _doc_table() -> list[tuple[str, list[str]]]:
+    text = DOC.read_text(encoding="utf-8")
+    m = re.search(r"<!-- layers: begin.*?-->\n```\n(.*?)```\n<!-- layers: end -->", text, re.S)
+    assert m, "docs/architecture.md lost its layer table (between <!-- layers: begin --> and end)"
+    out = []
+    for line in m.group(1).splitlines():
+        title, _, names = line.partition(":")
+        out.append((title.strip(), names.split()))
+    return out
+
+
+def test_doc_layer_table_matches():
+    assert _doc_table() == LAYERS, ("docs/architecture.md's layer table differs from tests/test_layering.py "
+                                    "LAYERS; update the doc:\n" + doc_table_text())
+
+
+def doc_table_text() -> str:
+    return "\n".join(f"{title + ':':<16}{' '.join(names)}" for title, names in LAYERS) + "\n"
