@@ -104,8 +104,8 @@ def safe(obj: Any) -> Any:
         new = {safe(k): safe(v) for k, v in obj.items()}
         return obj if all(a is b for a, b in zip(obj.values(), new.values())) and list(new) == list(obj) else new
     if isinstance(obj, (list, tuple)):
-        new = [safe(x) for x in obj]
-        return obj if all(a is b for a, b in zip(obj, new)) else new
+        items = [safe(x) for x in obj]
+        return obj if all(a is b for a, b in zip(obj, items)) else items
     return obj
 
 

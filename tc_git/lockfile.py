@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 import time
 
 _BUSY = {errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK, getattr(errno, "EDEADLK", -1),
@@ -25,7 +26,7 @@ class Busy(Exception):
 def _try_lock(fd: int) -> bool:
     """Take the lock without waiting; False if another process holds it."""
     try:
-        if os.name == "nt":
+        if sys.platform == "win32":  # (the form type checkers narrow on)
             import msvcrt
 
             os.lseek(fd, 0, os.SEEK_SET)
@@ -42,7 +43,7 @@ def _try_lock(fd: int) -> bool:
 
 
 def _unlock(fd: int) -> None:
-    if os.name == "nt":
+    if sys.platform == "win32":
         import msvcrt
 
         os.lseek(fd, 0, os.SEEK_SET)

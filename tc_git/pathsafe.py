@@ -243,10 +243,10 @@ def check_tree(repo, tree_oid, seen: set | None = None, limit: int = 20) -> list
             problems.append((os.fsdecode(prefix) or "/", f"{str(oid)[:12]} is not a tree"))
             continue
         names: set[bytes] = set()
-        for e in entries:
-            raw = getattr(e, "raw_name", None) or os.fsencode(e.name)
+        for ent in entries:
+            raw = getattr(ent, "raw_name", None) or os.fsencode(ent.name)
             path = prefix + raw
-            mode = e.filemode
+            mode = ent.filemode
             why = check_tree_name(raw, at_root=at_root, mode=mode)
             if why is None and raw in names:
                 why = "duplicate entry name"
@@ -259,7 +259,7 @@ def check_tree(repo, tree_oid, seen: set | None = None, limit: int = 20) -> list
                     break
                 continue
             if mode == MODE_TREE:
-                stack.append((e.id, path + b"/", False))
+                stack.append((ent.id, path + b"/", False))
         if not at_root:
             visited.add(oid)
     if not problems:
