@@ -27,7 +27,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("domain", ["timeline", "snapshot", "restore", "compress", "resume", "handoff", "handoff_cache",
                 "view", "diffstat", "gitguard", "journal", "trajectory", "trajectory.*"]),
     ("policy", ["policy", "secrets"]),
-    ("storage/native", ["store", "discover", "bundle", "mempack", "libgit2", "wsfs", "pathsafe", "lockfile"]),
+    ("storage/native", ["store", "discover", "bundle", "mempack", "packwriter", "libgit2", "wsfs", "pathsafe",
+                        "lockfile"]),
     ("base", ["__init__", "errors", "refs", "validate", "jsonsafe", "fsutil"]),
 ]
 
