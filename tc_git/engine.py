@@ -22,7 +22,7 @@ from .errors import BadInput, Conflict, NotFound, TaskClosed
 from .policy import Left, Policy, exclude_file, validate_excludes
 from .secrets import redact_fields
 from .resume import handoff_text
-from .refs import EMPTY_TREE, MILESTONES_PREFIX, POINTER_FILE, session_ref
+from .refs import EMPTY_TREE, MILESTONES_PREFIX, POINTER_FILE, STORE_DIRNAME, session_ref
 from .store import Store, atomic_write, check_root, locate
 from .timeline import TASK_ID_RE, Entry, Timeline
 
@@ -78,7 +78,7 @@ class Engine:
     def _snapshot(self, task: dict, paths=None) -> snapshot_mod.Snapshot:
         """Snapshot the workspace under the task's exclude patterns (only `paths`, if given)."""
         store_rel = None
-        if self.store.inside_workspace() and self.store.path.resolve() != self.root / ".checkpoints":
+        if self.store.inside_workspace() and self.store.path.resolve() != self.root / STORE_DIRNAME:
             store_rel = self.store.path.resolve().relative_to(self.root).as_posix()
         text = exclude_file(task.get("exclude"), store_rel)
         path = self.store.path / "info" / "exclude"

@@ -37,8 +37,8 @@ from . import gitguard, pathsafe, validate
 from .errors import BadInput, Conflict, NotFound, TaskClosed, Unavailable
 from .secrets import redact_text
 from .store import Store
-from .refs import (CHECKPOINTS_PREFIX, MILESTONES_PREFIX, NOTES_REF, SESSIONS_PREFIX, SYNC_HAVE_PREFIX,
-                   SYNC_WANT_PREFIX, TASKS_PREFIX, is_ours, task_of_ref)
+from .refs import (CHECKPOINTS_PREFIX, MILESTONES_PREFIX, NOTES_REF, SESSIONS_PREFIX, STORE_DIRNAME,
+                   SYNC_HAVE_PREFIX, SYNC_WANT_PREFIX, TASKS_PREFIX, is_ours, task_of_ref)
 from .timeline import TASK_ID_RE, Timeline, entry_of, head_ref, signature
 
 CHECKPOINTS, SESSIONS, MILESTONES = CHECKPOINTS_PREFIX, SESSIONS_PREFIX, MILESTONES_PREFIX
@@ -777,7 +777,7 @@ def _import_seed(engine, d: Path, rename) -> dict:
             if full.is_symlink():
                 raise BadInput(f"refusing {d}: handoff contains a symlink: {rel}")
             why = pathsafe.check_path(rel) or ("holds a backslash" if "\\" in rel else None)
-            if why or rel.split("/")[0] == ".checkpoints":
+            if why or rel.split("/")[0] == STORE_DIRNAME:
                 raise BadInput(f"refusing {d}: path escapes the workspace or is reserved: {rel} ({why or 'the store'})")
             if n in names:
                 st = full.lstat()

@@ -37,6 +37,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from . import __version__, jsonsafe
 from .errors import TcError
 from .fsutil import store_log
+from .refs import POINTER_FILE, STORE_DIRNAME
 
 log = logging.getLogger("tc_git.mcp")
 
@@ -353,7 +354,7 @@ async def _client_root(ctx: Context) -> str | None:
         if u.scheme == "file":
             paths.append(unquote(u.path))
     for p in paths:
-        if (Path(p) / ".checkpoints").is_dir() or (Path(p) / ".task-checkpoint-store.json").is_file():
+        if (Path(p) / STORE_DIRNAME).is_dir() or (Path(p) / POINTER_FILE).is_file():
             return p
     return paths[0] if paths else None
 

@@ -13,6 +13,7 @@ import stat as stat_mod
 from dataclasses import dataclass, field
 
 from .errors import BadInput
+from .refs import POINTER_FILE, STORE_DIRNAME
 from . import secrets as secrets_mod
 from .secrets import sensitive_path
 
@@ -20,7 +21,7 @@ from .secrets import sensitive_path
 # target/ and backup* at any depth, which silently dropped source directories with those names;
 # the workspace's .gitignore says what is a build output.
 DEFAULT_EXCLUDES = (
-    "/.checkpoints/", "/.task-checkpoint-store.json", ".git/", "node_modules/", "__pycache__/",
+    f"/{STORE_DIRNAME}/", f"/{POINTER_FILE}", ".git/", "node_modules/", "__pycache__/",
     "*.pyc", ".venv/", "venv/", ".tox/", ".mypy_cache/", ".pytest_cache/", ".ruff_cache/",
     ".DS_Store",
 )

@@ -33,6 +33,7 @@ from pygit2.ffi import C
 
 from . import mempack, packwriter
 from .policy import Left, Policy
+from .refs import STORE_DIRNAME
 
 READ_ATTEMPTS = 4  # reads of a file whose stat data moves while it is read, before it is `unstable`
 DIFF_ATTEMPTS = 3  # libgit2 diffs that fail on a vanishing file, before the Python walk takes over
@@ -100,7 +101,7 @@ def _fits_in_memory(root: str) -> bool:
     stays bounded whatever the workspace holds; the walk stops as soon as the budget is spent
     (ignored directories are counted too, except the usual heavy ones)."""
     budget = int(os.environ.get("TC_MEMPACK_MAX_BYTES", 64 << 20))
-    skip = {".git", ".checkpoints", "node_modules", ".venv", "venv", "__pycache__"}
+    skip = {".git", STORE_DIRNAME, "node_modules", ".venv", "venv", "__pycache__"}
     stack = [root]
     while stack:
         try:
@@ -205,7 +206,7 @@ class _Run:
         seen: set[str] = set()
         for start in starts:
             start = start.strip("/")
-            if start and (start in seen or start.split("/")[0] == ".checkpoints" or ".git" in start.split("/")):
+            if start and (start in seen or start.split("/")[0] == STORE_DIRNAME or ".git" in start.split("/")):
                 continue
             if start:
                 outer = self._nested_parent(start)
@@ -269,7 +270,7 @@ class _Run:
                 entries = list(it)
             for entry in entries:
                 rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-                if rel == ".git" or (not rel_dir and entry.name == ".checkpoints"):
+                if rel == ".git" or (not rel_dir and entry.name == STORE_DIRNAME):
                     continue
                 try:
                     st = entry.stat(follow_symlinks=False)

@@ -20,6 +20,8 @@ import threading
 import time
 from pathlib import Path
 
+from .refs import STORE_DIRNAME
+
 log = logging.getLogger("tc_git.watch")
 
 MAX_ROOTS = 16  # workspaces watched at once (oldest dropped first); bounds inotify watches
@@ -60,7 +62,7 @@ class _Root:
             return True
         rel = path[len(self.root_prefix):] if path.startswith(self.root_prefix) else path
         parts = rel.split(os.sep)
-        return ".git" in parts[:-1] or (parts[-1] == ".git") or parts[0] == ".checkpoints"
+        return ".git" in parts[:-1] or (parts[-1] == ".git") or parts[0] == STORE_DIRNAME
 
 
 class DriftWatcher:
