@@ -32,6 +32,7 @@ import time
 
 from .jsonsafe import one_line
 from .refs import POINTER_FILE, STORE_DIRNAME  # stdlib-only: the hook entry loads no pygit2
+from .recordrules import OPT_OUT_FILE, opted_out, record_mode, user_store_path  # noqa: F401  (OPT_OUT_FILE: re-exported)
 LOG_NAME = "hooks.log"
 
 EVENT_NAMES = {  # command-line name -> hook_event_name
@@ -49,39 +50,6 @@ EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit", "apply_pat
 SHELL_TOOLS = frozenset({"Bash", "shell", "exec_command", "local_shell", "shell_command"})
 AGENTS = ("claude", "codex")
 RECORDING = frozenset({"SessionEnd", "Stop"})
-OPT_OUT_FILE = ".tc-no-record"
-
-
-def record_mode() -> str:
-    """`TC_RECORD`: off | tasks | all (default; anything unknown counts as all)."""
-    mode = (os.environ.get("TC_RECORD") or "all").strip().lower()
-    return mode if mode in ("off", "tasks", "all") else "all"
-
-
-def user_store_path():
-    """`$XDG_DATA_HOME/tc-git/store` (default `~/.local/share/tc-git/store`)."""
-    from pathlib import Path
-
-    base = os.environ.get("XDG_DATA_HOME") or ""
-    if not os.path.isabs(base):  # the XDG spec: a relative value is invalid, ignore it
-        base = os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "tc-git" / "store"
-
-
-def opted_out(cwd) -> bool:
-    """A `.tc-no-record` file in the directory or any parent turns recording off there."""
-    if not cwd:
-        return False
-    d = os.path.realpath(os.path.expanduser(str(cwd)))
-    while True:
-        if os.path.exists(os.path.join(d, OPT_OUT_FILE)):
-            return True
-        parent = os.path.dirname(d)
-        if parent == d:
-            return False
-        d = parent
-
-
 class Place:
     """Where a hook acts: the workspace root, its store, and the active task (or None)."""
 

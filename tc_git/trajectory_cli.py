@@ -17,7 +17,7 @@ from .cli_common import workspace_paths as _workspace_paths
 
 def _user_engine(args):
     from .engine import Engine
-    from .hooks import user_store_path
+    from .recordrules import user_store_path
 
     path = user_store_path()
     if not (path / "HEAD").is_file():

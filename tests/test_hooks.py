@@ -323,7 +323,7 @@ def test_hook_module_imports_neither_mcp_nor_pygit2_when_idle(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env())
     assert r.returncode == 0, r.stderr
     # only the stdlib-only shared names (refs) and the clipping rule (jsonsafe) besides the entry itself
-    assert eval(r.stdout) == ["tc_git", "tc_git.hooks", "tc_git.jsonsafe", "tc_git.refs"]
+    assert eval(r.stdout) == ["tc_git", "tc_git.hooks", "tc_git.jsonsafe", "tc_git.recordrules", "tc_git.refs"]
 
 
 def test_store_constants_match():

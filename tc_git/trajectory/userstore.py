@@ -9,8 +9,8 @@ project path the session ran in, so `tc sessions` in a project lists its own.
 
 Opting out: `TC_RECORD=off` (nothing), `TC_RECORD=tasks` (only workspaces with an active task,
 the old behaviour), or a `.tc-no-record` file in the project directory or any parent.
-The path rules are in `tc_git.hooks` (stdlib only): the SessionEnd hook applies them before it
-forks its worker.
+The path rules are in `tc_git.recordrules` (stdlib only): the SessionEnd hook applies them before
+it forks its worker.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from pathlib import Path
 __all__ = ["OPT_OUT_FILE", "record_mode", "user_store_path", "opted_out", "record_session",
            "project_sessions", "open_user_store"]
 
-# The path rules are stdlib-only and live with the hook (which must not load pygit2).
-from ..hooks import OPT_OUT_FILE, opted_out, record_mode, user_store_path  # noqa: E402
+# The path rules are stdlib-only, shared with the hook entry (which must not load pygit2).
+from ..recordrules import OPT_OUT_FILE, opted_out, record_mode, user_store_path  # noqa: E402
 
 
 def open_user_store(project: str | os.PathLike, *, create: bool = False):
