@@ -7,7 +7,6 @@ commits. Widths follow git: $COLUMNS, else the terminal of stdout, else 80 colum
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import unicodedata
 

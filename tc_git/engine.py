@@ -16,13 +16,13 @@ from pathlib import Path
 import pygit2
 
 from . import restore as restore_mod
-from . import validate
 from . import snapshot as snapshot_mod
+from . import validate
 from .errors import BadInput, Conflict, NotFound, TaskClosed
 from .policy import Left, Policy, exclude_file, validate_excludes
-from .secrets import redact_fields
-from .resume import handoff_text
 from .refs import EMPTY_TREE, MILESTONES_PREFIX, POINTER_FILE, STORE_DIRNAME, session_ref
+from .resume import handoff_text
+from .secrets import redact_fields
 from .store import Store, atomic_write, check_root, locate
 from .timeline import TASK_ID_RE, Entry, Timeline
 

@@ -35,10 +35,20 @@ from pygit2.enums import FileMode, ObjectType
 from . import bundle as bundle_mod
 from . import gitguard, pathsafe, validate
 from .errors import BadInput, Conflict, NotFound, TaskClosed, Unavailable
+from .refs import (
+    CHECKPOINTS_PREFIX,
+    MILESTONES_PREFIX,
+    NOTES_REF,
+    SESSIONS_PREFIX,
+    STORE_DIRNAME,
+    SYNC_HAVE_PREFIX,
+    SYNC_WANT_PREFIX,
+    TASKS_PREFIX,
+    is_ours,
+    task_of_ref,
+)
 from .secrets import redact_text
 from .store import Store
-from .refs import (CHECKPOINTS_PREFIX, MILESTONES_PREFIX, NOTES_REF, SESSIONS_PREFIX, STORE_DIRNAME,
-                   SYNC_HAVE_PREFIX, SYNC_WANT_PREFIX, TASKS_PREFIX, is_ours, task_of_ref)
 from .timeline import TASK_ID_RE, Timeline, entry_of, head_ref, signature
 
 CHECKPOINTS, SESSIONS, MILESTONES = CHECKPOINTS_PREFIX, SESSIONS_PREFIX, MILESTONES_PREFIX
@@ -787,7 +797,7 @@ def _import_seed(engine, d: Path, rename) -> dict:
                     filtered.append(rel)
                     continue
                 entries.append((rel, full, FileMode.BLOB_EXECUTABLE if st.st_mode & 0o111 else FileMode.BLOB))
-    for rel, full, _m in entries:
+    for rel, _full, _m in entries:
         if (engine.root / rel).resolve() != (engine.root.resolve() / rel):
             raise BadInput(f"refusing {d}: {rel} would be written through a symlink in the workspace")
     if not store.exists:

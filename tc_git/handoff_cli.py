@@ -1,7 +1,6 @@
 """`tc-git export`, `import`, `push`, `pull`: the handoff layer on the command line."""
 from __future__ import annotations
 
-
 from .cli_common import engine_for as _engine
 from .cli_common import prog as PROG
 from .cli_common import task_arg as _task

@@ -31,8 +31,9 @@ import sys
 import time
 
 from .jsonsafe import one_line
-from .refs import POINTER_FILE, STORE_DIRNAME  # stdlib-only: the hook entry loads no pygit2
 from .recordrules import OPT_OUT_FILE, opted_out, record_mode, user_store_path  # noqa: F401  (OPT_OUT_FILE: re-exported)
+from .refs import POINTER_FILE, STORE_DIRNAME  # stdlib-only: the hook entry loads no pygit2
+
 LOG_NAME = "hooks.log"
 
 EVENT_NAMES = {  # command-line name -> hook_event_name

@@ -15,8 +15,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from .errors import BadInput
 from . import userfiles
+from .errors import BadInput
 
 CLAUDE_EVENTS = ("SessionStart", "PostToolUse", "PreCompact", "SessionEnd")
 CODEX_EVENTS = ("SessionStart", "PostToolUse", "PreCompact", "Stop")

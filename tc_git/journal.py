@@ -40,7 +40,7 @@ def index_marker(store_path) -> tuple | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-_ALL: "weakref.WeakSet[Journal]" = weakref.WeakSet()
+_ALL: weakref.WeakSet[Journal] = weakref.WeakSet()
 
 
 def untrust_all(reason: str) -> None:

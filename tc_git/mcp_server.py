@@ -28,11 +28,10 @@ from urllib.parse import unquote, urlparse
 import anyio
 import anyio.from_thread
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import __version__, jsonsafe
 from .errors import TcError

@@ -29,6 +29,7 @@ import sys
 import unicodedata
 
 from .refs import POINTER_FILE, STORE_DIRNAME  # stdlib-only module: no pygit2 here
+
 RULES_ENV = "TC_PATH_RULES"
 RULES = ("posix", "windows", "macos")
 

@@ -12,9 +12,9 @@ import os
 import stat as stat_mod
 from dataclasses import dataclass, field
 
+from . import secrets as secrets_mod
 from .errors import BadInput
 from .refs import POINTER_FILE, STORE_DIRNAME
-from . import secrets as secrets_mod
 from .secrets import sensitive_path
 
 # Always left out (gitignore syntax). Deliberately short: the seed also excluded build/, dist/,

@@ -438,7 +438,7 @@ class Allowlist:
             or (path, "*") in self.any_line
 
     @classmethod
-    def load(cls, root: str | os.PathLike | None) -> "Allowlist":
+    def load(cls, root: str | os.PathLike | None) -> Allowlist:
         if root is None:
             return cls()
         try:

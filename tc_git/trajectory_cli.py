@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import time
 
-
 from .cli_common import engine_for as _engine
 from .cli_common import workspace_paths as _workspace_paths
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pygit2
 
-from .secrets import redact_text
 from .refs import EMPTY_TREE, NOTES_REF, SESSIONS_PREFIX
+from .secrets import redact_text
 from .timeline import Timeline, entry_of, parse_trailers
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -112,7 +112,7 @@ class Notes:
         return data if isinstance(data, dict) else {}
 
 
-def _note(repo: pygit2.Repository, oid, notes: "Notes | None" = None) -> dict:
+def _note(repo: pygit2.Repository, oid, notes: Notes | None = None) -> dict:
     if notes is not None:
         return notes.get(oid)
     try:
@@ -417,7 +417,7 @@ def session_data(repo: pygit2.Repository, key: str, lim: Limits, budget: _Budget
     events = []
     title = None
     code_points: dict[str, tuple] = {}
-    for i, (h, depth, branch, label) in enumerate(rows):
+    for i, (h, depth, _branch, label) in enumerate(rows):
         c = commits[h]
         rec = _read_event(repo, c, lim)
         kind = rec.get("kind", "system")

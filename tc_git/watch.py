@@ -156,9 +156,17 @@ class DriftWatcher:
         return self.poller
 
     def _schedule_locked(self, st: _Root):
-        from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirMovedEvent, FileAttribEvent,
-                                     FileClosedEvent, FileCreatedEvent, FileDeletedEvent,
-                                     FileModifiedEvent, FileMovedEvent)
+        from watchdog.events import (
+            DirCreatedEvent,
+            DirDeletedEvent,
+            DirMovedEvent,
+            FileAttribEvent,
+            FileClosedEvent,
+            FileCreatedEvent,
+            FileDeletedEvent,
+            FileModifiedEvent,
+            FileMovedEvent,
+        )
 
         handler = _Handler(self, st)
         # Writes, creations, deletions, renames and chmods only: opens and reads (our own

@@ -13,13 +13,13 @@ import os
 import stat
 import subprocess
 import sys
-from pathlib import Path
-
-import pytest
 
 # Hooks record every session into a user-level store under $XDG_DATA_HOME when a directory has
 # no store of its own: no test may write into the real one.
 import tempfile  # noqa: E402
+from pathlib import Path
+
+import pytest
 
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="tc-git-tests-xdg-")
 

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import clean_env, diff_fingerprints, dir_fingerprint, fsck, tc, write
 from mcp import Client, StdioServerParameters
 
-from conftest import clean_env, diff_fingerprints, dir_fingerprint, fsck, tc, write
 from tc_git.engine import Engine
 from tc_git.errors import BadInput, TcError, UnsafeRoot
 

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pygit2
 import pytest
-from mcp import Client, StdioServerParameters
-
 from conftest import clean_env, fsck, tc, write
+from mcp import Client, StdioServerParameters
 
 pytestmark = [pytest.mark.usefixtures("fsck_after"),
               pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning"),

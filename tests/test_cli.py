@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import TC, clean_env
 
 from tc_git.engine import Engine

@@ -6,8 +6,8 @@ import os
 import traceback
 
 import pytest
-
 from conftest import fsck, git, write
+
 from tc_git.engine import Engine
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fsck_after")]

@@ -5,8 +5,8 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import clean_env, dir_fingerprint, tc, write
+
 from tc_git.engine import Engine
 from tc_git.errors import BadInput, NotFound, TaskClosed, TcError, UnsafeRoot
 

@@ -5,8 +5,8 @@ import json
 import os
 
 import pytest
-
 from conftest import git, write
+
 from tc_git.engine import Engine
 
 pytestmark = pytest.mark.usefixtures("fsck_after")

@@ -5,8 +5,8 @@ import os
 import time
 
 import pytest
-
 from conftest import git, tree_state, write
+
 from tc_git.engine import Engine
 
 pytestmark = pytest.mark.usefixtures("fsck_after")

@@ -11,9 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import clean_env, diff_fingerprints, dir_fingerprint, fsck, write
 
 import tc_git
-from conftest import clean_env, diff_fingerprints, dir_fingerprint, fsck, write
 from tc_git.engine import Engine
 
 pytestmark = pytest.mark.usefixtures("fsck_after")

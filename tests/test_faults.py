@@ -14,8 +14,8 @@ import subprocess
 import time
 
 import pytest
-
 from conftest import TC, clean_env, fsck, tc, tree_state, write
+
 from tc_git.engine import Engine
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fsck_after")]

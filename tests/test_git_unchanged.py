@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-
 from conftest import clean_env, write
+
 from tc_git import gitguard
 from tc_git.engine import Engine
 

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import clean_env, fsck, tc_json, tree_state, write
+
 from tc_git.engine import Engine
 from tc_git.errors import BadInput, Conflict, TcError
 

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import clean_env, git
 
 pytestmark = pytest.mark.usefixtures("fsck_after")

@@ -13,10 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-
+from conftest import TRANSCRIPTS as FIXTURES
 from conftest import clean_env, fsck, git
 
-from conftest import TRANSCRIPTS as FIXTURES
 CLAUDE_FIXTURE = FIXTURES / "claude-drmaciver-1.jsonl"
 CODEX_FIXTURE = FIXTURES / "codex-agentsessions-1.jsonl"
 HOOK = [sys.executable, "-P", "-m", "tc_git.hooks"]

@@ -5,7 +5,6 @@ import json
 import subprocess
 
 import pytest
-
 from conftest import TC, clean_env
 
 UNRELATED = {

@@ -14,10 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import clean_env, tc, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from conftest import clean_env, tc, write
 
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
 

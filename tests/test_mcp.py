@@ -14,13 +14,12 @@ from pathlib import Path
 import anyio
 import jsonschema
 import pytest
+from conftest import tree_state, write
 from mcp import Client
 from mcp.types import ListRootsResult, Root
 
 from tc_git.mcp_server import build_server
 from tc_git.store import Store
-
-from conftest import tree_state, write
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
               pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")]

@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import clean_env
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",

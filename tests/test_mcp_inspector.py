@@ -19,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from conftest import clean_env, tree_state, write
 
 CACHE = Path(os.path.expanduser(os.environ.get("TC_TEST_CACHE", "~/.cache/tc-git-test"))) / "inspector"

@@ -8,11 +8,10 @@ import sys
 
 import jsonschema
 import pytest
+from conftest import clean_env, tree_state
 from mcp import Client, StdioServerParameters
 
 from tc_git import jsonsafe
-
-from conftest import clean_env, tree_state
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
               pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")]

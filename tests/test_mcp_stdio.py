@@ -10,9 +10,8 @@ import time
 
 import jsonschema
 import pytest
-from mcp import Client, StdioServerParameters
-
 from conftest import clean_env, git, tree_state, write
+from mcp import Client, StdioServerParameters
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
               pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")]

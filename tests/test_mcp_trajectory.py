@@ -8,11 +8,10 @@ import subprocess
 
 import jsonschema
 import pytest
+from conftest import write
 from mcp import Client
 
 from tc_git.mcp_server import build_server
-
-from conftest import write
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
               pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")]

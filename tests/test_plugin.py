@@ -15,7 +15,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import clean_env
 
 REPO = Path(__file__).resolve().parents[1]

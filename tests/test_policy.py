@@ -5,8 +5,8 @@ import os
 import subprocess
 
 import pytest
-
 from conftest import fsck, git, write
+
 from tc_git.engine import Engine
 
 pytestmark = pytest.mark.usefixtures("fsck_after")

@@ -12,10 +12,10 @@ import shutil
 import subprocess
 import tempfile
 
+from conftest import clean_env, fsck, tree_state
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import clean_env, fsck, tree_state
 from tc_git.engine import Engine
 
 POOL = [b"a", b"b.txt", b"d", b"d/x", b"d/y.py", b"d/e", b"d/e/z", b"e", b"caf\xe9.txt", b"sp ace", b"e/deep/f"]

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pygit2
 import pytest
+from conftest import TRANSCRIPTS, clean_env, fsck  # noqa: E402
 
 from tc_git import trajectory as T
 from tc_git.store import Store
 from tc_git.trajectory.sessionfile import claude_lines, codex_lines, write_session
-
-from conftest import TRANSCRIPTS, clean_env, fsck  # noqa: E402
 
 CASES = ["claude-fasthooks-1.jsonl", "claude-ccviewer-1.jsonl", "claude-daaain-1.jsonl", "claude-daaain-4.jsonl",
          "claude-drmaciver-1.jsonl", "claude-daaain-3.jsonl", "codex-daaain-1.jsonl", "codex-daaain-2.jsonl",

@@ -7,7 +7,6 @@ import os
 import sys
 
 import pytest
-
 from conftest import clean_env, git, tc, tc_json, tree_state, write
 
 pytestmark = [pytest.mark.usefixtures("fsck_after", "tc_env_clean")]
@@ -228,10 +227,9 @@ def test_selective_restore_property():
     random selection: outside it the workspace is byte-identical, inside it equals the step except
     what the restore reported as failed; undo gives the pre-restore state back, undo again the
     restored one."""
+    import test_restore_property as P
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
-
-    import test_restore_property as P
 
     selections = st.lists(st.sampled_from(P.POOL + [b"d/e", b"e/deep"]), min_size=1, max_size=3)
 

@@ -12,7 +12,6 @@ import textwrap
 import time
 
 import pytest
-
 from conftest import TC, TRANSCRIPTS, clean_env, git, tc_json
 
 pytestmark = [pytest.mark.usefixtures("fsck_after")]

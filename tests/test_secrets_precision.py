@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from sdist_corpus import PINNED, ensure, files
+
 from tc_git import secrets as S
 from tc_git.policy import Policy
 
@@ -86,7 +86,6 @@ def scan_corpus(corpus):
 
 
 def test_precision_on_real_sdists():
-    t0 = time.perf_counter()
     corpus = ensure(budget=float(os.environ.get("TC_SDIST_BUDGET", 900)))
     if len(corpus) < 20:
         pytest.skip(f"only {len(corpus)} of {len(PINNED)} sdists could be downloaded (no index?)")

@@ -13,9 +13,9 @@ import subprocess
 import uuid
 
 import pytest
-
 from conftest import fsck, git, write
 from secret_samples import SAMPLES, one_line
+
 from tc_git.engine import Engine
 
 pytestmark = pytest.mark.usefixtures("tc_env_clean")

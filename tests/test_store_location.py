@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import clean_env, dir_fingerprint, tc, write
+
 from tc_git.engine import Engine
 from tc_git.errors import BadInput, TcError, UnsafeRoot
 from tc_git.store import MARKER, is_ours

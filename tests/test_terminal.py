@@ -4,7 +4,6 @@ id form, undo, log, `diff --stat` byte for byte against `git diff --stat` in the
 view; and the progress bar of a 50k-file first save."""
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -14,7 +13,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from conftest import clean_env
 
 TMUX = shutil.which("tmux")

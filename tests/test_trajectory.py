@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pygit2
 import pytest
+from conftest import TRANSCRIPTS as FIXTURES  # noqa: E402
 
 from tc_git import trajectory as T
 from tc_git.store import Store
-
-from conftest import TRANSCRIPTS as FIXTURES  # noqa: E402
 
 # file -> (events, branch names with fork ids masked, call/result pairs on one chain)
 EXPECTED = {

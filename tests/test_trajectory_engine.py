@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import TRANSCRIPTS, fsck
+
 from tc_git import trajectory as T
 from tc_git.engine import Engine
 from tc_git.store import Store

@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pygit2
 import pytest
+from conftest import TRANSCRIPTS, fsck  # noqa: E402
 
 from tc_git import trajectory as T
 from tc_git.store import Store
-
-from conftest import TRANSCRIPTS, fsck  # noqa: E402
 
 CLAUDE = sorted(p.name for p in TRANSCRIPTS.glob("claude-*.jsonl"))
 CODEX = sorted(p.name for p in TRANSCRIPTS.glob("codex-*.jsonl"))

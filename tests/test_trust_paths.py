@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import clean_env, fsck, git, tc, tree_state, write
+
 from tc_git import pathsafe, wsfs
 from tc_git.engine import Engine
 

@@ -8,11 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
+from test_view_support import CHROMIUM, FAKE_KEY, SCRIPT_TEXT, Browser, dump_dom, make_task, record_sessions
 
 import tc_git.cli
 from tc_git.view import Limits, build
-
-from test_view_support import CHROMIUM, FAKE_KEY, SCRIPT_TEXT, Browser, dump_dom, make_task, record_sessions
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 needs_chromium = pytest.mark.skipif(
@@ -298,9 +297,10 @@ def test_request_monitor_and_csp_really_work(site, browser, tmp_path):
 def test_every_fixture_transcript_renders(browser, tmp_path):
     """Each recorded fixture (Claude Code with rewinds and subagents, Codex) becomes rows, one per
     event, and the page runs without a script error."""
+    from test_view_support import FIXTURES
+
     from tc_git.engine import Engine
     from tc_git.trajectory.recorder import record_file
-    from test_view_support import FIXTURES
 
     ws = tmp_path / "ws"
     ws.mkdir()

@@ -6,9 +6,9 @@ import sys
 import time
 
 import pytest
+from conftest import clean_env, write
 from mcp import Client, StdioServerParameters
 
-from conftest import clean_env, write
 from tc_git.engine import Engine
 from tc_git.watch import DriftWatcher, watch_enabled
 

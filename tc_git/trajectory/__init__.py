@@ -6,9 +6,21 @@ lock for anything that writes. See docs/architecture.md, "Trajectory (trajectory
 from __future__ import annotations
 
 from .edits import VerifyResult, apply_patch, verify_edits
-from .milestones import (MILESTONES_PREFIX, Milestone, SessionInfo, delete_milestone, event_note,
-                         get_milestone, link_code, linked_code, list_milestones, list_sessions, log,
-                         resolve, set_milestone)
+from .milestones import (
+    MILESTONES_PREFIX,
+    Milestone,
+    SessionInfo,
+    delete_milestone,
+    event_note,
+    get_milestone,
+    link_code,
+    linked_code,
+    list_milestones,
+    list_sessions,
+    log,
+    resolve,
+    set_milestone,
+)
 from .model import KINDS, Event, Transcript
 from .ops import Checkout, TrajectoryDiff, branch, checkout, code_states, diff, export_markdown, replay
 from .readers import detect_format, read_steps, read_transcript

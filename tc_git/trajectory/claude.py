@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from .model import Event, Transcript, count_unknown, image_block, parse_time
 

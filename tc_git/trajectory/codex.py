@@ -13,7 +13,8 @@ subagents are separate files; their origin goes into `Transcript.meta`.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from .model import Event, Transcript, count_unknown, image_block, parse_time
 

@@ -8,8 +8,9 @@ happened outside the agent's tools (or where a tool we do not model changed file
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import pygit2
 

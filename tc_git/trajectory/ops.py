@@ -138,7 +138,7 @@ def _fence(text: str, lang: str = "") -> str:
 
 
 def _when(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _input_summary(inp: object) -> str:

@@ -7,8 +7,9 @@ just a malformed line today and a complete one on the next, incremental, recordi
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from .claude import read_claude
 from .codex import ENVELOPE_TYPES, ITEM_TYPES, read_codex

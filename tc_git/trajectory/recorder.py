@@ -19,8 +19,8 @@ from typing import Any
 import pygit2
 from pygit2.enums import ObjectType
 
-from ..fsutil import atomic_write
 from .. import secrets as _secrets
+from ..fsutil import atomic_write
 from ..refs import SESSIONS_PREFIX
 from ..timeline import signature
 from .model import Event, Transcript, short_text

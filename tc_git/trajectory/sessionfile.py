@@ -33,7 +33,7 @@ VERSION = "2.1.0"  # the Claude Code transcript format written (fields of 2.0/2.
 
 
 def _iso(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(float(ts), _dt.timezone.utc).isoformat(timespec="microseconds") \
+    return _dt.datetime.fromtimestamp(float(ts), _dt.UTC).isoformat(timespec="microseconds") \
         .replace("+00:00", "Z")
 
 
@@ -237,7 +237,7 @@ def codex_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
 
 def codex_path(session_id: str, when: float) -> Path:
     root = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
-    t = _dt.datetime.fromtimestamp(when, _dt.timezone.utc)
+    t = _dt.datetime.fromtimestamp(when, _dt.UTC)
     return root / "sessions" / t.strftime("%Y/%m/%d") / f"rollout-{t.strftime('%Y-%m-%dT%H-%M-%S')}-{session_id}.jsonl"
 
 
