@@ -463,12 +463,22 @@ def _secs(ns: int) -> int:
     return max(-(1 << 31), min((1 << 31) - 1, s))
 
 
+# A file changed within this long before it was read may change again with the very same
+# timestamps (file times come from a coarse clock: a tick of several ms on Linux, 2 s on FAT) and
+# size, and the stat cache would then keep the old content forever: git's "racy clean" problem.
+# Such entries get a smudged mtime so the next snapshot reads them again (libgit2's diff then
+# refreshes the stat data of the ones that did not change: DiffOption.UPDATE_INDEX).
+RACY_NS = 3_000_000_000
+
+
 def _index_add(idx: pygit2.Index, rel: str, oid: pygit2.Oid, st) -> None:
     """Add an entry with the stat data of `st` (pygit2's IndexEntry carries none, and zeros
     would make every later save read the file again)."""
     e = ffi.new("git_index_entry *")
     e.ctime.seconds, e.ctime.nanoseconds = _secs(st.st_ctime_ns), st.st_ctime_ns % 1_000_000_000
     e.mtime.seconds, e.mtime.nanoseconds = _secs(st.st_mtime_ns), st.st_mtime_ns % 1_000_000_000
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS:
+        e.mtime.seconds, e.mtime.nanoseconds = 0, 0  # racily clean: read again next time
     e.dev, e.ino = st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF
     e.uid, e.gid = st.st_uid & 0xFFFFFFFF, st.st_gid & 0xFFFFFFFF
     e.mode = _git_mode(st)

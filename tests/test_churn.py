@@ -203,12 +203,14 @@ def test_restores_under_churn(tmp_path):
     disk = {str(p.relative_to(ws)): hashlib.sha1(p.read_bytes()).hexdigest()
             for p in ws.rglob("*") if p.is_file() and ".checkpoints" not in p.parts}
     want = dict(_blobs(repo, point.tree))
-    if disk != want:
-        # KNOWN GAP (issue 17, reported): in about 1 run of 3 a few files differ after the undo
-        # although the undo planned nothing for them and reported no failure; not diagnosed yet
-        bad = sorted(set(disk.items()) ^ set(want.items()))
+    bad = sorted(set(disk.items()) ^ set(want.items()))
+    if bad:
+        # KNOWN GAP (issue 17): racily clean stat-cache entries were one cause (fixed: smudged,
+        # snapshot.RACY_NS). In about 1 run of 6 one file the restore point holds is planned as
+        # "present but not captured" by the undo and is then missing from disk; not diagnosed yet.
         pytest.xfail(f"undo after restores under churn is not exact for {len(bad)} paths: {bad[:5]}; "
-                     f"plan {u['plan']['counts']}, failed {u['failed']}")
+                     f"plan {u['plan']['counts']}, failed {u['failed']}, "
+                     f"unrestorable {u['plan']['unrestorable'][:3]}")
     fsck(eng.store.path)
 
 
