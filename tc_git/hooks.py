@@ -324,12 +324,7 @@ def worker(payload: dict) -> int:
             return 0
         from .trajectory import event_note, link_code
 
-        size, rounds = -1, 0
-        while rounds < 5:
-            st = os.stat(tp)
-            if st.st_size == size:
-                break
-            size = st.st_size
+        def record_once() -> None:
             res = e.record(transcript=tp)
             tip = res["tip"]
             if tip and e.store.active_task():
@@ -338,8 +333,8 @@ def worker(payload: dict) -> int:
                         link_code(e.repo, tip, str(e._timeline().head_oid()))
             log(store, f"worker: recorded {res['session']}: {res['events']} events, {res['new_commits']} new, "
                        f"{len(res['branches'])} branches{_unknown(res)}")
-            rounds += 1
-            time.sleep(float(os.environ.get("TC_HOOK_REGROW", "1.0")))
+
+        _while_growing(tp, record_once)
     except Exception as exc:
         log(store, f"worker: failed: {type(exc).__name__}: {exc}")
         print(f"tc-git hook worker: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -360,18 +355,27 @@ def _user_worker(payload: dict, agent: str, session: str | None, tp: str | None)
         return 0
     from .trajectory.userstore import record_session
 
-    size, rounds = -1, 0
-    while rounds < 5:
-        st = os.stat(tp)
-        if st.st_size == size:
-            break
-        size = st.st_size
+    def record_once() -> None:
         res = record_session(tp, payload["root"], agent=agent, session=session)
         log(store, f"worker: recorded {res['session']} for {payload['root']}: {res['events']} events, "
                    f"{res['new_commits']} new, {len(res['branches'])} branches{_unknown(res)}")
+
+    _while_growing(tp, record_once)
+    return 0
+
+
+def _while_growing(path: str, record_once) -> None:
+    """Record, then again while the agent is still appending to the transcript (at most 5 rounds,
+    TC_HOOK_REGROW seconds apart): SessionEnd can fire before the last lines are flushed."""
+    size, rounds = -1, 0
+    while rounds < 5:
+        st = os.stat(path)
+        if st.st_size == size:
+            break
+        size = st.st_size
+        record_once()
         rounds += 1
         time.sleep(float(os.environ.get("TC_HOOK_REGROW", "1.0")))
-    return 0
 
 
 # ------------------------------------------------------------------------------- entry
