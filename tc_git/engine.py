@@ -869,6 +869,32 @@ class Engine:
             return self._milestone_locked(name, str(ev.id), None, message, force)
 
     def sessions(self) -> dict:
+        """This workspace's sessions and milestones, then those the hooks recorded for this
+        project into the user-level store (`store: "user"`)."""
+        from . import trajectory as T
+
+        out: dict = {"sessions": [], "milestones": []}
+        if self.store.exists:
+            out = {
+                "sessions": [{"session": s.session, "branches": s.branches, "store": "workspace"}
+                             for s in T.list_sessions(self.repo)],
+                "milestones": [{"name": m.name, "event": m.event, "session": m.session,
+                                "code_commit": m.code_commit, "message": m.message, "created": _now_iso(m.created)}
+                               for m in T.list_milestones(self.repo)],
+            }
+        user = self.user_store()
+        if user is not None:
+            from .trajectory.userstore import project_sessions
+
+            mine = project_sessions(self.root)
+            theirs = user.sessions_here()
+            out["sessions"] += [dict(s, store="user") for s in theirs["sessions"] if s["session"] in mine]
+            out["milestones"] += [dict(m, store="user") for m in theirs["milestones"] if m.get("session") in mine]
+            out["user_store"] = str(user.store.path)
+        return out
+
+    def sessions_here(self) -> dict:
+        """Sessions and milestones of this store only."""
         from . import trajectory as T
 
         if not self.store.exists:
@@ -998,6 +1024,41 @@ class Engine:
                 "differences": list(v.differences)[:limit]}
 
 
+    # ------------------------------------------------------------------ the user-level store
+    def user_store(self) -> Engine | None:
+        """The user-level store (trajectory/userstore.py) seen from this workspace: where the
+        hooks record sessions whose directory has no store. None when it does not exist or is
+        this engine's own store."""
+        from .recordrules import user_store_path
+
+        path = user_store_path()
+        if not (path / "HEAD").is_file() or os.path.realpath(path) == os.path.realpath(self.store.path):
+            return None
+        return Engine(self.root, store=str(path), agent=self.agent, session=self.session)
+
+    def resume_session(self, point: str, client: str, code: bool = False, apply: bool = False,
+                       session_id: str | None = None, drop_thinking: bool = False) -> dict:
+        """Write the conversation up to `point` as a session file `client` (claude|codex) resumes
+        (trajectory/sessionfile.py); with `code`, the linked code too, through the normal
+        previewed, undoable restore."""
+        from .trajectory.ops import replay
+        from .trajectory.sessionfile import write_session
+
+        validate.title(point, "point"), validate.title(client, "client")
+        validate.boolean(code, "code"), validate.boolean(apply, "apply"), validate.boolean(drop_thinking, "drop_thinking")
+        if session_id is not None:
+            validate.title(session_id, "session_id")
+        self._require_store()
+        records = replay(self.repo, point, image_data=True)
+        if drop_thinking:  # the recording keeps no signatures; an API may refuse unsigned thinking
+            records = [r for r in records if r.get("kind") != "thinking"] or records[-1:]
+        out = write_session(records, client, str(self.root), session_id=session_id)
+        out.update(point=point, event=records[-1]["id"], restore=None)
+        if code:
+            out["restore"] = self.checkout(point, restore_code=True, apply=apply, limit=1)["restore"]
+        return out
+
+
 def _count(items, word: str) -> str:
     return f"{len(items)} {word}{'s' if len(items) != 1 else ''}"
 
@@ -1037,6 +1098,31 @@ def _watch_user_git(fn):
 for _name in ("save", "restore", "undo", "import_", "pull", "checkout"):
     if hasattr(Engine, _name):
         setattr(Engine, _name, _watch_user_git(getattr(Engine, _name)))
+
+def _or_user_store(fn):
+    """A trajectory read this workspace's store cannot answer (no store, no such point) is asked
+    of the user-level store, where the hooks record sessions of directories without a store; the
+    result then says `store: "user"`. The workspace's own error stands if neither has it."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return fn(self, *args, **kwargs)
+        except NotFound as first:
+            user = self.user_store()
+            if user is None:
+                raise
+            try:
+                out = fn(user, *args, **kwargs)
+            except NotFound:
+                raise first from None
+            return dict(out, store="user")
+    return wrapper
+
+
+for _name in ("trajectory_log", "checkout", "export_markdown", "trajectory_diff", "replay", "resume_session"):
+    setattr(Engine, _name, _or_user_store(getattr(Engine, _name)))
 
 # Machine failures (full disk, permissions, read-only file system, nesting too deep) inside any
 # engine call become errors that say what to do (validate.SystemFault), never a traceback.

@@ -15,7 +15,8 @@ event needs:
   `.tc-no-record` file in the project (or a parent) opts that project out.
 - PostToolUse on a file-changing tool: record a drift whose note names the tool call.
 - PreCompact: record the transcript so far and name a milestone `precompact-<session>-<n>` on
-  its tip, linked to the code timeline.
+  its tip (linked to the code timeline when a task is active), under the same rules as
+  SessionEnd: the workspace store, else the user-level store.
 
 Rules: never fail the agent (any error -> a line on stderr, exit 0, and a line in
 `<store>/tc/hooks.log` when there is a store); never create a workspace store; no active task ->
@@ -50,7 +51,7 @@ EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit", "apply_pat
 # Claude Code runs these hooks async (see hooks/hooks.json), so the agent does not wait.
 SHELL_TOOLS = frozenset({"Bash", "shell", "exec_command", "local_shell", "shell_command"})
 AGENTS = ("claude", "codex")
-RECORDING = frozenset({"SessionEnd", "Stop"})
+RECORDING = frozenset({"SessionEnd", "Stop", "PreCompact"})  # record the transcript, wherever there is no store
 class Place:
     """Where a hook acts: the workspace root, its store, and the active task (or None)."""
 
@@ -244,25 +245,38 @@ def on_post_tool_use(event: dict, place: Place, agent: str) -> dict | None:
     return None
 
 
+def _precompact_name(repo, session: str) -> str:
+    """`precompact-<session>-<n>`: the n-th compaction of that session recorded in `repo`."""
+    from .trajectory import MILESTONES_PREFIX, session_name
+
+    prefix = f"precompact-{session_name('x', session or 'unknown')[2:]}-"
+    return f"{prefix}{1 + sum(1 for r in repo.references if r.startswith(MILESTONES_PREFIX + prefix))}"
+
+
 def on_pre_compact(event: dict, place: Place, agent: str) -> dict | None:
+    """Record the transcript as it is before the compaction and name its tip (the workspace
+    store, with the code of now when a task is active; else the user-level store)."""
     tp = event.get("transcript_path")
     session = str(event.get("session_id") or "")
-    e = _engine(place, agent, session or None)
-    try:  # the code as it is now, so the milestone links the workspace of this moment
-        capture_linked(e, {"name": "PreCompact", "agent": agent, "session": session or None},
-                       f"before {event.get('trigger') or ''} compaction".replace("  ", " "))
-    except Exception as exc:  # a closed task still gets its transcript recorded
-        log(place.store, f"PreCompact capture skipped: {exc}")
     if not tp or not os.path.isfile(tp):
         log(place.store, f"PreCompact: no transcript at {tp!r}; no milestone")
         return None
-    from .trajectory import MILESTONES_PREFIX, session_name
+    if place.user:
+        from .trajectory.userstore import record_session
 
-    safe = session_name("x", session or "unknown")[2:]
-    prefix = f"precompact-{safe}-"
-    n = 1 + sum(1 for r in e.repo.references if r.startswith(MILESTONES_PREFIX + prefix))
+        res = record_session(tp, place.root, agent=agent, session=session or None, milestone=_precompact_name)
+        log(place.store, f"PreCompact: recorded {res['session']} for {place.root} ({res['events']} events, "
+                         f"{res['new_commits']} new); milestone {(res.get('milestone') or {}).get('name', '-')}")
+        return None
+    e = _engine(place, agent, session or None)
+    if place.task:
+        try:  # the code as it is now, so the milestone links the workspace of this moment
+            capture_linked(e, {"name": "PreCompact", "agent": agent, "session": session or None},
+                           f"before {event.get('trigger') or ''} compaction".replace("  ", " "))
+        except Exception as exc:  # a closed task still gets its transcript recorded
+            log(place.store, f"PreCompact capture skipped: {exc}")
     # Engine.record: idempotent, incremental; names the recorded tip and links the code of now
-    res = e.record(transcript=tp, milestone=f"{prefix}{n}")
+    res = e.record(transcript=tp, milestone=_precompact_name(e.repo, session))
     m = res.get("milestone")
     log(place.store, f"PreCompact: recorded {res['session']} ({res['events']} events, {res['new_commits']} new); "
                      + (f"milestone {m['name']} at {m['event'][:10]}" if m else "no events yet, no milestone"))

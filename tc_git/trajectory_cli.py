@@ -2,9 +2,9 @@
 markdown, branch, tdiff, replay.
 
 Sessions recorded by the hooks outside any workspace store live in the user-level store
-(trajectory/userstore.py): `sessions` lists this project's sessions from both stores, and the
-read commands (events, checkout, markdown, replay) look there when the workspace store does not
-have the point."""
+(trajectory/userstore.py): the engine lists this project's sessions from both stores, and its
+read commands (events, checkout, markdown, tdiff, replay, resume-session) look there when the
+workspace store does not have the point."""
 from __future__ import annotations
 
 import json
@@ -12,48 +12,6 @@ import time
 
 from .cli_common import engine_for as _engine
 from .cli_common import workspace_paths as _workspace_paths
-
-
-def _user_engine(args):
-    from .engine import Engine
-    from .recordrules import user_store_path
-
-    path = user_store_path()
-    if not (path / "HEAD").is_file():
-        return None
-    return Engine(args.root, store=str(path))
-
-
-def _either(args, fn):
-    """fn(engine) on the workspace store, else on the user-level store."""
-    from .errors import NotFound
-
-    try:
-        return fn(_engine(args))
-    except NotFound as first:
-        user = _user_engine(args)
-        if user is None:
-            raise
-        try:
-            return dict(fn(user), store="user")
-        except NotFound:
-            raise first from None
-
-
-def _sessions(args) -> dict:
-    from .trajectory.userstore import project_sessions
-
-    r = _engine(args).sessions()
-    for s in r["sessions"]:
-        s["store"] = "workspace"
-    user = _user_engine(args)
-    if user is not None:
-        mine = project_sessions(args.root)
-        ur = user.sessions()
-        r["sessions"] += [dict(s, store="user") for s in ur["sessions"] if s["session"] in mine]
-        r["milestones"] += [dict(m, store="user") for m in ur["milestones"] if m.get("session") in mine]
-        r["user_store"] = str(user.store.path)
-    return r
 
 
 def _when(ts) -> str:
@@ -130,26 +88,6 @@ def _h_replay(r: dict) -> str:
     return json.dumps(r["messages"], indent=1, ensure_ascii=False)
 
 
-def _resume_session(args) -> dict:
-    """Write the conversation up to a point as a session file `args.client` resumes; with
-    --code, also the linked code through the normal previewed, undoable restore."""
-    from .trajectory.ops import replay
-    from .trajectory.sessionfile import write_session
-
-    def run(e):
-        e._require_store()
-        records = replay(e.repo, args.point, image_data=True)
-        if args.drop_thinking:  # the recording keeps no signatures; an API may refuse unsigned thinking
-            records = [r for r in records if r.get("kind") != "thinking"] or records[-1:]
-        out = write_session(records, args.client, str(e.root), session_id=args.session_id)
-        out.update(point=args.point, event=records[-1]["id"], restore=None)
-        if args.code:
-            out["restore"] = e.checkout(args.point, restore_code=True, apply=args.apply, limit=1)["restore"]
-        return out
-
-    return _either(args, run)
-
-
 def _h_resume(r: dict) -> str:
     s = (f"wrote {r['path']} ({r['events']} events up to {r['event'][:10]})\n"
          f"resume it in {r['cwd']} with: {r['command']}")
@@ -169,7 +107,7 @@ def setup(sub) -> None:
                                                     agent=a.agent, session=a.session), human=_h_record)
 
     p = sub.add_parser("sessions", help="recorded sessions, their branches, and milestones")
-    p.set_defaults(func=_sessions, human=_h_sessions)
+    p.set_defaults(func=lambda a: _engine(a).sessions(), human=_h_sessions)
 
     p = sub.add_parser("milestone", help="name a moment of the conversation (and link the code of now)")
     p.add_argument("name")
@@ -185,7 +123,7 @@ def setup(sub) -> None:
     p.add_argument("-n", "--limit", type=int, default=50)
     p.add_argument("--offset", type=int, default=0)
     p.add_argument("--oldest-first", action="store_true")
-    p.set_defaults(func=lambda a: _either(a, lambda e: e.trajectory_log(a.point, a.limit, a.offset, a.oldest_first)),
+    p.set_defaults(func=lambda a: _engine(a).trajectory_log(a.point, a.limit, a.offset, a.oldest_first),
                    human=_h_events)
 
     p = sub.add_parser("checkout", help="the conversation up to a milestone or event (--code: its code too)")
@@ -194,14 +132,14 @@ def setup(sub) -> None:
     p.add_argument("--apply", action="store_true")
     p.add_argument("--path", dest="paths", action="append", default=None, metavar="PATH",
                    help="with --code: restore only this file or directory (repeatable)")
-    p.set_defaults(func=lambda a: _either(a, lambda e: e.checkout(a.point, restore_code=a.code, apply=a.apply,
-                                                                  paths=_workspace_paths(a, a.paths))),
+    p.set_defaults(func=lambda a: _engine(a).checkout(a.point, restore_code=a.code, apply=a.apply,
+                                                     paths=_workspace_paths(a, a.paths)),
                    human=_h_messages)
 
     p = sub.add_parser("markdown", help="export a conversation as readable Markdown")
     p.add_argument("point")
     p.add_argument("-o", "--output", default=None)
-    p.set_defaults(func=lambda a: _either(a, lambda e: e.export_markdown(a.point, a.output)),
+    p.set_defaults(func=lambda a: _engine(a).export_markdown(a.point, a.output),
                    human=lambda r: r.get("markdown") or f"wrote {r['path']} ({r['bytes']} bytes)")
 
     p = sub.add_parser("branch", help="a named fork of a conversation at an event")
@@ -219,7 +157,7 @@ def setup(sub) -> None:
     p = sub.add_parser("replay", help="messages up to a point, code states, or verify the recorded edits")
     p.add_argument("point")
     p.add_argument("--mode", choices=["messages", "code", "verify"], default="messages")
-    p.set_defaults(func=lambda a: _either(a, lambda e: e.replay(a.point, a.mode)), human=_h_replay)
+    p.set_defaults(func=lambda a: _engine(a).replay(a.point, a.mode), human=_h_replay)
 
     p = sub.add_parser("resume-session", help="write the conversation up to a milestone/event as a session "
                                               "file Claude Code or Codex resumes (--code: its code too)")
@@ -230,4 +168,5 @@ def setup(sub) -> None:
     p.add_argument("--session-id", default=None, help="id of the new session (default: a new UUID)")
     p.add_argument("--drop-thinking", action="store_true",
                    help="leave thinking/reasoning out (they are written unsigned; use if the API refuses them)")
-    p.set_defaults(func=_resume_session, human=_h_resume)
+    p.set_defaults(func=lambda a: _engine(a).resume_session(a.point, a.client, a.code, a.apply, a.session_id,
+                                                           a.drop_thinking), human=_h_resume)

@@ -13,9 +13,8 @@ def _run(args) -> dict:
     e = engine_for(args)
     if not e.store.exists:  # sessions recorded where no store was: the user-level store
         from .trajectory.userstore import project_sessions
-        from .trajectory_cli import _user_engine
 
-        user = _user_engine(args)
+        user = e.user_store()
         ids = list(args.view_sessions) or sorted(project_sessions(args.root)) if user is not None else []
         if user is not None and ids:
             return dict(write_view(user, task_ids=[], session_ids=ids, out=args.output, open_it=args.open),

@@ -436,6 +436,11 @@ def test_session_end_without_a_store_records_into_the_user_store(tmp_path):
     out = subprocess.run(tc + ["--root", str(plain), "--json", "view", "-o", str(page)], capture_output=True, env=env)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["sessions"] and page.stat().st_size > 1000
+    out = subprocess.run(tc + ["--root", str(plain), "--json", "resume-session", "claude-c64cc478-3430-40fe-8e9c-4ee9986e9754",
+                               "--client", "claude"], capture_output=True, env=dict(env, CLAUDE_CONFIG_DIR=str(tmp_path / "cc")))
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["store"] == "user" and Path(got["path"]).is_relative_to(tmp_path / "cc" / "projects")
     fsck(store)
 
 
@@ -460,4 +465,79 @@ def test_tc_record_tasks_keeps_the_old_rule(tmp_path):
     r = run_hook(base(plain, "SessionEnd", transcript=CLAUDE_FIXTURE, reason="other"), env=env)
     assert r.returncode == 0
     time.sleep(1.0)
+    assert not data.exists()
+
+
+CODEX_REAL = FIXTURES / "codex-localpush-1.jsonl"
+
+
+@pytest.mark.parametrize("name", ["SessionStart", "PostToolUse", "PreCompact", "SessionEnd", "Stop"])
+def test_every_hook_in_a_directory_without_a_store(tmp_path, name):
+    """Each hook event as the agent sends it, in a project with no store: the ones that record
+    (SessionEnd, Codex Stop, PreCompact) put the session into the user-level store, where stock
+    git reads it; the others write nothing anywhere. The project directory stays untouched."""
+    plain = tmp_path / "proj"
+    plain.mkdir()
+    (plain / "f.txt").write_text("x")
+    agent = "codex" if name == "Stop" else "claude"
+    sid = "019c8a4d-8f45-7010-8b5d-7fad920aa6f9" if agent == "codex" else "c64cc478-3430-40fe-8e9c-4ee9986e9754"
+    tp = tmp_path / (f"rollout-2026-02-23T12-41-04-{sid}.jsonl" if agent == "codex" else f"{sid}.jsonl")
+    shutil.copy(CODEX_REAL if agent == "codex" else CLAUDE_FIXTURE, tp)
+    extra = {"SessionStart": {"source": "startup"}, "SessionEnd": {"reason": "prompt_input_exit"},
+             "PreCompact": {"trigger": "auto", "custom_instructions": ""},
+             "Stop": {"turn_id": "t1", "stop_hook_active": False, "last_assistant_message": "done",
+                      "model": "gpt-5"},
+             "PostToolUse": {"tool_name": "Write", "tool_input": {"file_path": str(plain / "f.txt")},
+                             "tool_response": {"success": True}, "tool_use_id": "toolu_1"}}[name]
+    env, data = _user_env(tmp_path)
+    r = run_hook(base(plain, name, session=sid, transcript=tp, **extra), env=env)
+    assert (r.returncode, r.stdout) == (0, b""), r.stderr
+    assert sorted(p.name for p in plain.iterdir()) == ["f.txt"]
+    store = data / "tc-git" / "store"
+    main = f"refs/checkpoints/sessions/{agent}-{sid}/main"
+    if name in ("SessionStart", "PostToolUse"):
+        time.sleep(0.5)
+        assert not data.exists(), f"{name} wrote {list(data.rglob('*'))[:5]}"
+        return
+    tip = wait_for(lambda: (store / "HEAD").is_file() and refs(store, main).get(main), timeout=60)
+    assert tip, f"{name} did not record into the user-level store"
+    lines = git(store, "log", "--format=%s", main).decode().splitlines()  # stock git reads it
+    assert len(lines) == 37 if agent == "claude" else len(lines) > 100
+    index = json.loads((store / "tc" / "projects.json").read_text())
+    assert f"{agent}-{sid}" in index[str(plain.resolve())]
+    if name == "PreCompact":  # recorded before the hook returned, and its tip named
+        ms = refs(store, "refs/checkpoints/milestones/")
+        assert ms == {f"refs/checkpoints/milestones/precompact-{sid}-1": tip}
+        r = run_hook(base(plain, name, session=sid, transcript=tp, **extra), env=env)
+        assert r.returncode == 0 and f"refs/checkpoints/milestones/precompact-{sid}-2" in refs(
+            store, "refs/checkpoints/milestones/")
+    fsck(store)
+
+
+def test_pre_compact_follows_the_recording_rules(tmp_path, ws):
+    """TC_RECORD=off and the opt-out file stop PreCompact too; a workspace store without an active
+    task records there (a milestone with no code link), not in the user-level store."""
+    from tc_git.store import Store
+
+    plain = tmp_path / "proj"
+    plain.mkdir()
+    sid = "c64cc478-3430-40fe-8e9c-4ee9986e9754"
+    ev = base(plain, "PreCompact", session=sid, transcript=CLAUDE_FIXTURE, trigger="manual", custom_instructions="")
+    env, data = _user_env(tmp_path, TC_RECORD="off")
+    assert run_hook(ev, env=env).returncode == 0 and not data.exists()
+    (plain / ".tc-no-record").write_text("")
+    env, data = _user_env(tmp_path)
+    assert run_hook(ev, env=env).returncode == 0 and not data.exists()
+    env, data = _user_env(tmp_path, TC_RECORD="tasks")
+    (plain / ".tc-no-record").unlink()
+    assert run_hook(ev, env=env).returncode == 0 and not data.exists()
+
+    Store(store_of(ws), ws.resolve()).set_active_task(None)
+    env, data = _user_env(tmp_path)
+    r = run_hook(dict(ev, cwd=str(ws)), env=env)
+    assert (r.returncode, r.stdout) == (0, b""), r.stderr
+    ms = refs(store_of(ws), "refs/checkpoints/milestones/")
+    assert list(ms) == [f"refs/checkpoints/milestones/precompact-{sid}-1"]
+    note = json.loads(git(store_of(ws), "notes", "--ref=checkpoints", "show", ms[list(ms)[0]]))["trajectory"]
+    assert not note["milestones"][f"precompact-{sid}-1"].get("code_commit")
     assert not data.exists()

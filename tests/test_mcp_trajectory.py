@@ -116,3 +116,54 @@ async def test_push_and_pull_through_a_bare_remote(tmp_path):
         assert f"refs/checkpoints/tasks/{t}/head" in subprocess.run(
             ["git", "--git-dir", str(other / ".checkpoints"), "for-each-ref", "--format=%(refname)"],
             capture_output=True, text=True, check=True).stdout.split()
+
+
+async def test_trajectory_tools_see_the_user_level_store(tmp_path, monkeypatch):
+    """Sessions the hooks recorded where a project had no store (the user-level store) are seen
+    by the MCP tools from that project: listed, readable, exportable, resumable; in a project
+    with its own store, beside that store's sessions. A point neither store has is the
+    workspace's own error."""
+    from tc_git.trajectory.userstore import record_session
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    proj, other = tmp_path / "proj", tmp_path / "other"
+    proj.mkdir()
+    other.mkdir()
+    mine = record_session(fixture("claude-daaain-1.jsonl"), proj, session="11111111-1111-4111-8111-111111111111")
+    record_session(fixture("claude-drmaciver-1.jsonl"), other)  # another project's session
+    server = build_server(watch=False)
+    async with Client(server, mode="legacy") as c:
+        async def ok(tool, root=proj, **args):
+            r = await c.call_tool(tool, {"root": str(root), **args})
+            assert not r.is_error, r.content[0].text
+            return r.structured_content
+
+        listed = await ok("tc_sessions")
+        assert [(s["session"], s["store"]) for s in listed["sessions"]] == [(mine["session"], "user")]
+        ev = await ok("tc_events", point=mine["session"], limit=100)
+        assert ev["store"] == "user" and ev["total"] == len(ev["events"]) > 0
+        md = await ok("tc_markdown", point=mine["session"])
+        assert md["store"] == "user" and "Second attempt" in md["markdown"]
+        rp = await ok("tc_replay", point=mine["session"])
+        assert rp["store"] == "user" and rp["messages"][0]["role"] == "user"
+        co = await ok("tc_checkout", point=f"{mine['session']}/main")
+        assert co["store"] == "user" and co["event"] == mine["branches"]["main"]
+        fork = next(b for b in mine["branches"] if b != "main")
+        d = await ok("tc_trajectory_diff", a=f"{mine['session']}/main", b=f"{mine['session']}/{fork}")
+        assert d["store"] == "user" and d["base"] and d["only_a_total"] and d["only_b_total"]
+
+        # a project with its own store: both stores' sessions, each read from where it lives
+        await ok("tc_init", name="with a store")
+        own = await ok("tc_record", steps=[{"role": "user", "content": "hello"}, {"role": "assistant",
+                                                                                   "content": "hi"}], session="own")
+        listed = await ok("tc_sessions")
+        assert sorted((s["session"], s["store"]) for s in listed["sessions"]) == sorted(
+            [(own["session"], "workspace"), (mine["session"], "user")])
+        assert "store" not in await ok("tc_events", point=own["session"])
+        assert (await ok("tc_events", point=mine["session"]))["store"] == "user"
+        r = await c.call_tool("tc_events", {"root": str(proj), "point": "nowhere"})
+        assert r.is_error and "no milestone, session or event" in r.content[0].text
+        # another project sees only its own
+        listed = await ok("tc_sessions", root=other)
+        assert [s["store"] for s in listed["sessions"]] == ["user"] and listed["sessions"][0]["session"] != mine["session"]

@@ -164,6 +164,11 @@ def test_cli_writes_where_the_client_looks_and_restores_code(tmp_path):
     out = subprocess.run(tc + ["--root", str(ws), "resume-session", "no-such-point", "--client", "claude"],
                          capture_output=True, env=env)
     assert out.returncode != 0 and b"no-such-point" in out.stderr + out.stdout
+    for bad in ("../../../escape", "not-a-uuid", "00000000-0000-4000-8000-00000000000G"):
+        out = subprocess.run(tc + ["--root", str(ws), "resume-session", "m1", "--client", "claude",
+                                   "--session-id", bad], capture_output=True, env=env)
+        assert out.returncode != 0 and b"is not a UUID" in out.stderr + out.stdout, out
+    assert not list(tmp_path.rglob("escape*")) and not list(tmp_path.rglob("not-a-uuid*"))
 
 
 @pytest.mark.parametrize("name,branch", [("claude-fasthooks-1.jsonl", "main"), ("claude-ccviewer-1.jsonl", "main"),

@@ -258,6 +258,11 @@ def write_session(records: list[dict], client: str, cwd: str, *, session_id: str
     if not records:
         raise BadInput("nothing to resume: the point has no events")
     sid = session_id or str(_uuid.uuid4())
+    try:  # both clients name sessions by UUID; anything else could also leave the sessions directory
+        if str(_uuid.UUID(sid)) != sid.lower():
+            raise ValueError(sid)
+    except ValueError:
+        raise BadInput(f"session id {sid!r} is not a UUID (like {_uuid.uuid4()})") from None
     if client == "claude":
         lines, path, cmd = claude_lines(records, sid, cwd), claude_path(cwd, sid), f"claude --resume {sid}"
     else:

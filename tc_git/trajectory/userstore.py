@@ -45,8 +45,11 @@ def open_user_store(project: str | os.PathLike, *, create: bool = False):
 
 
 def record_session(transcript: str | os.PathLike, project: str | os.PathLike, *, agent: str | None = None,
-                   session: str | None = None) -> dict:
-    """Record a transcript into the user-level store under `project`. Idempotent, incremental."""
+                   session: str | None = None, milestone=None) -> dict:
+    """Record a transcript into the user-level store under `project`. Idempotent, incremental.
+
+    `milestone`: a name for the recorded tip, or a function (repo, session id) -> name (the
+    PreCompact hook numbers its milestones by what the store already holds)."""
     from .readers import read_transcript
     from .recorder import SESSIONS_PREFIX, publish, record, session_name
 
@@ -67,13 +70,21 @@ def record_session(transcript: str | os.PathLike, project: str | os.PathLike, *,
                     pack.flush()  # objects durable before any ref names them
             st.reopen()
             publish(st.repo, res)
+        m = None
+        tip = res.branches.get("main") or next(iter(res.branches.values()), None)
+        if milestone is not None and tip:
+            from .milestones import set_milestone
+
+            name = milestone(st.repo, session or tr.session_id) if callable(milestone) else milestone
+            made = set_milestone(st.repo, name, tip, session=res.session)
+            m = {"name": made.name, "event": made.event, "session": made.session}
         index = st.read_json("projects.json", {})
         key = st.workspace.as_posix()
         index.setdefault(key, {})[res.session] = {"transcript": os.fspath(transcript), "recorded": time.time(),
                                                   "events": res.events}
         st.write_json("projects.json", index)
     return {"store": str(st.path), "session": res.session, "events": res.events, "new_commits": res.new_commits,
-            "branches": res.branches, "unknown_types": res.unknown_types}
+            "branches": res.branches, "unknown_types": res.unknown_types, "milestone": m}
 
 
 def project_sessions(project: str | os.PathLike) -> set[str]:
