@@ -24,7 +24,7 @@ from .refs import EMPTY_TREE, MILESTONES_PREFIX, POINTER_FILE, STORE_DIRNAME, se
 from .resume import handoff_text
 from .secrets import redact_fields
 from .store import Store, atomic_write, check_root, locate
-from .timeline import TASK_ID_RE, Entry, Timeline
+from .timeline import TASK_ID_RE, Entry, Timeline, head_ref
 
 MAX_LIST = 200  # longest path list in a result; the rest is counted
 
@@ -109,6 +109,7 @@ class Engine:
         return snap
 
     journal = None  # the MCP server's change journal for this workspace (tc_git/journal.py)
+    _git_watched = False  # inside a call whose user-git fingerprint is taken as a whole (_watch_user_git)
 
     def _take(self, paths=None) -> snapshot_mod.Snapshot:
         """A snapshot of `paths`, or of what the change journal says changed, or of everything."""
@@ -322,9 +323,14 @@ class Engine:
 
     def _after_step(self, tl: Timeline) -> dict:
         """Export the task's refs into the user's repository (handoff layer), if there is one."""
-        from . import handoff  # lazy: most calls never export
+        return self._mirror_task(tl.task_id, tl.ref)
 
-        return handoff.export_after_step(self, tl)
+    def _mirror_task(self, task_id: str, label: str | None) -> dict:
+        from .handoff import userrepo  # lazy: most calls never export
+
+        # inside a call that watches the user's git as a whole (_watch_user_git), that outer
+        # fingerprint is the one reported: no second pair here
+        return userrepo.mirror_task(self.store, task_id, label, verify=not self._git_watched)
 
     def capture(self, partial: bool = False, title: str | None = None, tool_call: dict | None = None,
                 paths=None) -> dict:
@@ -693,30 +699,89 @@ class Engine:
         return {**result, "keep_seconds": keep_seconds, "minimum": minimum, "maximum": maximum}
 
     # ------------------------------------------------------------------ handoff layer
-    # (export / import / push / pull: thin delegations to tc_git/handoff.py go here)
+    # tc_git/handoff/ takes the store and returns data; the engine composes the rest.
     def export(self, to, since=None, task_id: str | None = None) -> dict:
-        from . import handoff
+        """Write `<task>.bundle` (v2) + HANDOFF.md; unsaved work is captured first."""
+        from .handoff import bundles
 
         validate.path_arg(to, "to")
         validate.path_arg(since, "since", required=False)
-        return handoff.export(self, to, since=since, task_id=task_id)
+        self._require_store()
+        tl = self._timeline(task_id)
+        captured = None
+        if task_id is None or task_id == self.store.active_task():
+            with contextlib.suppress(TaskClosed):
+                captured = self.capture().get("drift_id")
+        out = bundles.export(self.store, tl.task_id, self.resume(tl.task_id), to, since=since)
+        return {**out, "captured": captured}
 
     def import_(self, package, rename: str | None = None, merge: bool = False, apply: bool | None = False) -> dict:
-        from . import handoff
+        """Bring a task (with its whole history) into this workspace's store and make it active.
+
+        The workspace files follow only through `restore` (preview unless apply=True; with
+        apply=None only when that overwrites and deletes nothing: handoff.bundles.auto_restore)."""
+        from .handoff import bundles, seed
 
         validate.path_arg(package, "package")
         validate.boolean(merge, "merge")
         if apply is not None:  # None: the seed's default (write when nothing is overwritten)
             validate.boolean(apply, "apply")
-        return handoff.import_(self, package, rename=rename, merge=merge, apply=apply)
+        p = bundles.package_path(package, rename)
+        t0 = time.perf_counter()
+        if seed.is_seed_package(p):
+            result = seed.import_seed(self.store, p, rename)
+        else:
+            result = bundles.import_bundle(self.store, p, rename, merge)
+        tid = result["task_id"]
+        t1 = time.perf_counter()
+        result["git"] = self._mirror_task(tid, head_ref(tid))
+        t2 = time.perf_counter()
+        try:  # never silent: the files the imported snapshot does not hold, and why (read before the
+            # restore, whose own commit describes this workspace)
+            result["left_out"] = self._left_out(self._timeline(tid).head().record)
+        except Exception:  # noqa: BLE001 - a report, not a reason to fail an import that succeeded
+            result["left_out"] = []
+        result["restore"] = self._restore_imported(tid, apply)
+        result["seconds"] = {"import": round(t1 - t0, 3), "user_repo": round(t2 - t1, 3),
+                             "restore": round(time.perf_counter() - t2, 3)}
+        return result
+
+    def _restore_imported(self, task_id: str, apply: bool | None, **kw) -> dict | None:
+        """Preview (or apply) a restore of the workspace to the imported head; `apply=None`:
+        write when that overwrites and deletes nothing (`auto` says which happened)."""
+        from .handoff import bundles
+
+        if apply is None:
+            preview = self._restore_imported(task_id, False, limit=bundles.AUTO_LIMIT)
+            if preview is None:
+                return None
+            shown, paths, note = bundles.auto_restore(preview)
+            if shown is not None:
+                return shown
+            # only the new files when others would go; an undoable restore either way
+            return {**self._restore_imported(task_id, True, paths=paths), "auto": "applied", "note": note}
+        e = bundles.imported_point(self.repo, task_id)
+        if e is None:
+            return None
+        try:
+            if e.kind == "drift" and e.drift:
+                return self.restore(drift_id=e.drift, apply=apply, **kw)
+            if e.step >= 1:
+                return self.restore(index=e.step, apply=apply, **kw)
+        except TaskClosed as err:
+            return {"applied": False, "error": err.message}
+        return None
 
     def push(self, remote: str | None = None) -> dict:
-        from . import handoff
-        return handoff.push(self, remote)
+        from .handoff import remotes
+
+        self._require_store()
+        return remotes.push(self.store, remote)
 
     def pull(self, remote: str | None = None) -> dict:
-        from . import handoff
-        return handoff.pull(self, remote)
+        from .handoff import remotes
+
+        return remotes.pull(self.store, remote, verify=not self._git_watched)
 
     # ------------------------------------------------------------------ trajectory layer
     # Thin delegations to tc_git/trajectory/, plus the links between the two histories: a
@@ -1074,10 +1139,10 @@ def _watch_user_git(fn):
         if os.environ.get("TC_GIT_VERIFY", "").lower() in ("off", "0", "false", "no"):
             return fn(self, *args, **kwargs)
         from . import gitguard
-        from .handoff import user_gitdir
+        from .handoff.userrepo import user_gitdir
 
-        gitdir = user_gitdir(self)
-        if getattr(self, "_git_watched", False) or gitdir is None:  # nested call (import -> restore)
+        gitdir = user_gitdir(self.store)
+        if self._git_watched or gitdir is None:  # nested call (import -> restore)
             return fn(self, *args, **kwargs)
         self._git_watched = True
         try:

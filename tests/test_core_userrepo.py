@@ -13,12 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import clean_env, diff_fingerprints, dir_fingerprint, fsck, write
 
-import tc_git
 from tc_git.engine import Engine
 
 pytestmark = pytest.mark.usefixtures("fsck_after")
 
-HAS_HANDOFF = (Path(tc_git.__file__).parent / "handoff.py").exists()
 ALLOWED = (b"refs/checkpoints/", b"refs/notes/", b"logs/refs/checkpoints", b"logs/refs/notes", b"objects/",
            b"packed-refs")
 
@@ -83,8 +81,6 @@ def test_dot_git_byte_identical(user_repo, monkeypatch):
 
 
 def test_dot_git_only_our_refs_differ_with_export_on(user_repo, monkeypatch):
-    if not HAS_HANDOFF:
-        pytest.skip("tc_git/handoff.py (export into the user's repo) is not there yet")
     monkeypatch.delenv("TC_GIT", raising=False)
     gitdir = user_repo / ".git"
     before = dir_fingerprint(gitdir)

@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, list[str]]] = [
                     "hooks_cli", "skill_cli", "setup_cli", "userfiles", "demo", "run", "watch",
                     "mcp_fast", "mcp_server", "hooks"]),
     ("engine", ["engine"]),
-    ("domain", ["timeline", "snapshot", "restore", "compress", "resume", "handoff", "handoff_cache",
+    ("domain", ["timeline", "snapshot", "restore", "compress", "resume", "handoff", "handoff.*", "handoff_cache",
                 "view", "diffstat", "gitguard", "journal", "trajectory", "trajectory.*"]),
     ("policy", ["policy", "secrets"]),
     ("storage/native", ["store", "discover", "bundle", "mempack", "packwriter", "libgit2", "wsfs", "pathsafe",

@@ -1,0 +1,71 @@
+"""The notes ref (one JSON record per commit) across stores: the part of it a bundle carries,
+and the union merge when two notes histories diverged (never an overwrite)."""
+from __future__ import annotations
+
+import re
+
+import pygit2
+from pygit2.enums import FileMode
+
+from ..timeline import signature
+from .refsel import as_oid, relation
+
+
+def _notes_map(repo, commit_oid) -> dict[str, pygit2.Oid]:
+    out: dict[str, pygit2.Oid] = {}
+    stack = [("", repo[commit_oid].tree)]
+    while stack:
+        prefix, tree = stack.pop()
+        for e in tree:
+            name = prefix + e.name
+            if e.type_str == "tree":
+                stack.append((name, repo[e.id]))
+            elif e.type_str == "blob" and re.fullmatch(r"[0-9a-f]{40}", name):
+                out[name] = e.id
+    return out
+
+
+def notes_for(repo: pygit2.Repository, tips, notes_tip) -> pygit2.Oid:
+    """A parentless notes commit holding only the notes of commits reachable from `tips`.
+
+    A bundle carries it as refs/notes/checkpoints; importing merges it (union) into the notes
+    there, so nothing is lost, and nothing of other tasks leaves the store.
+    """
+    want: set[str] = set()
+    stack = [as_oid(t) for t in tips]
+    while stack:
+        oid = stack.pop()
+        h = str(oid)
+        if h in want:
+            continue
+        want.add(h)
+        stack.extend(repo[oid].parent_ids)
+    tb = repo.TreeBuilder()
+    for name, blob in sorted(_notes_map(repo, notes_tip).items()):
+        if name in want:
+            tb.insert(name, blob, FileMode.BLOB)
+    sig = signature()
+    return repo.create_commit(None, sig, sig, "Notes of the exported history (tc-git)\n", tb.write(), [])
+
+
+def merge_notes(repo: pygit2.Repository, ours, theirs) -> tuple[pygit2.Oid, str]:
+    """Integrate two notes tips: fast-forward when one contains the other, else a merge commit
+    whose tree is the union of both (on the same annotated object, ours wins)."""
+    if theirs is None:
+        return ours, "unchanged"
+    if ours is None:
+        return theirs, "fast-forward"
+    rel = relation(repo, ours, theirs)
+    if rel == "equal" or rel == "ahead":
+        return ours, "unchanged"
+    if rel == "behind":
+        return theirs, "fast-forward"
+    union = _notes_map(repo, theirs)
+    union.update(_notes_map(repo, ours))
+    tb = repo.TreeBuilder()
+    for name in sorted(union):
+        tb.insert(name, union[name], FileMode.BLOB)
+    sig = signature()
+    oid = repo.create_commit(None, sig, sig, "Notes merged by tc-git (union; ours wins on the same object)\n",
+                             tb.write(), [ours, theirs])
+    return oid, "merged"

@@ -1,0 +1,112 @@
+"""The task's refs mirrored into the user's own repository (the one around the workspace): one
+pack of the objects it lacks, compare-and-swap ref updates, notes merged, and a fingerprint of
+everything else in its git directory taken before and after to prove nothing else changed."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pygit2
+
+from .. import bundle as bundle_mod
+from .. import gitguard
+from ..refs import NOTES_REF
+from ..store import Store
+from .notes import merge_notes
+from .refsel import cas_update, env_off, ref_target, relation, task_refs
+
+
+def user_gitdir(store: Store) -> Path | None:
+    """The git directory of the repository around the store's workspace (never the store itself)."""
+    try:
+        found = pygit2.discover_repository(str(store.workspace))
+    except (pygit2.GitError, OSError):
+        return None
+    if not found:
+        return None
+    p = Path(found).resolve()
+    own = store.path.resolve()
+    if p == own or own in p.parents:
+        return None
+    return p
+
+
+def sync_into_repo(src: pygit2.Repository, gitdir: Path, refs: dict[str, pygit2.Oid]) -> dict:
+    """Copy `refs` (and the objects they need) from the store into a repository on disk.
+
+    Objects: ONE pack of what the target lacks, found by walking from the tips and stopping at
+    anything the target already has (its own commits' blobs and subtrees included), written
+    with PackBuilder (libgit2 cannot push into a non-bare repository). Refs: compare-and-swap
+    in one transaction; a task/milestone ref that diverged is reported, never overwritten; the
+    notes are merged.
+    """
+    user = pygit2.Repository(str(gitdir), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+    odb = user.odb
+
+    def have(oid):
+        return oid in odb
+
+    objs = bundle_mod.reachable(src, list(refs.values()), (), have=have)
+    if objs:
+        pb = pygit2.PackBuilder(src)
+        for o in objs:
+            pb.add(o)
+        pb.write(str(gitguard.common_dir(Path(user.path)) / "objects" / "pack"))
+        user = pygit2.Repository(str(gitdir), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+    updates: dict[str, tuple] = {}
+    skipped: dict[str, str] = {}
+    notes_state = None
+    for name, new in refs.items():
+        old = ref_target(user, name)
+        rel = relation(user, old, new)
+        if rel == "equal":
+            continue
+        if name == NOTES_REF:
+            merged, notes_state = merge_notes(user, new, old)
+            if merged != old:
+                updates[name] = (old, merged)
+        elif rel in ("absent", "behind"):
+            updates[name] = (old, new)
+        else:
+            skipped[name] = f"{rel} in the target; left as it is"
+    cas_update(user, updates, "tc-git: export")
+    return {"objects": len(objs), "updated": sorted(updates), "skipped": skipped, "notes": notes_state}
+
+
+def mirror_task(store: Store, task_id: str, label: str | None, verify: bool = True) -> dict:
+    """Mirror a task (its head, milestones and the notes) into the user's repository. Never raises."""
+    return mirror(store, lambda repo: task_refs(repo, task_id, milestones_only=True), label, verify)
+
+
+def mirror(store: Store, pick, label: str | None, verify: bool = True) -> dict:
+    """Copy the refs `pick(store_repo)` names into the user's repository. Never raises.
+
+    `verify`: fingerprint the user's git directory before and after (what must not change there,
+    gitguard.py); False when the caller already watches it as a whole (Engine._watch_user_git)."""
+    out = {"ok": False, "ref": None, "reason": None, "unchanged": None}
+    if env_off("TC_GIT"):
+        out["reason"] = "TC_GIT=off"
+        return out
+    before = None
+    gitdir = None
+    try:
+        gitdir = user_gitdir(store)
+        if gitdir is None:
+            out["reason"] = "not a git repo"
+            return out
+        before = gitguard.fingerprint(gitdir) if verify and not env_off("TC_GIT_VERIFY") else None
+        res = sync_into_repo(store.repo, gitdir, pick(store.repo))
+        out.update(ok=not res["skipped"], ref=label, objects=res["objects"])
+        if res["skipped"]:
+            out["error"] = "; ".join(f"{k}: {v}" for k, v in res["skipped"].items())
+    except Exception as e:  # the operation stands whatever happens here
+        out.update(ok=False, error=f"{type(e).__name__}: {e}")
+    if before is not None:
+        try:
+            changed = gitguard.diff(before, gitguard.fingerprint(gitdir))
+            out["unchanged"] = not changed
+            if changed:
+                out["changed"] = changed
+        except Exception as e:
+            out["unchanged"] = None
+            out.setdefault("error", f"verification failed: {e}")
+    return out
