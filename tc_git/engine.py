@@ -845,7 +845,7 @@ class Engine:
 
     # A transcript file whose bytes were recorded before is not parsed again: ids depend only on
     # the bytes (and the reader), so the earlier result stands while its refs still point there.
-    READER_VERSION = 2  # 2: thinking, images, event_msg prompts, progress-line parents
+    READER_VERSION = 3  # 2: thinking, images, event_msg prompts, progress-line parents; 3: Codex compacted kept whole
 
     def _transcript_key(self, path: Path, fmt, session, agent) -> tuple[str, str]:
         import hashlib

@@ -20,7 +20,7 @@ from tc_git.trajectory.sessionfile import claude_lines, codex_lines, write_sessi
 
 CASES = ["claude-fasthooks-1.jsonl", "claude-ccviewer-1.jsonl", "claude-daaain-1.jsonl", "claude-daaain-4.jsonl",
          "claude-drmaciver-1.jsonl", "claude-daaain-3.jsonl", "codex-daaain-1.jsonl", "codex-daaain-2.jsonl",
-         "codex-daaain-3.jsonl", "codex-localpush-1.jsonl"]
+         "codex-daaain-3.jsonl", "codex-localpush-1.jsonl", "codex-agentsessions-1.jsonl"]
 
 
 def _store(path: Path) -> pygit2.Repository:
@@ -73,6 +73,33 @@ def test_a_fork_and_a_subagent_branch_round_trip(tmp_path):
     expected, res_b, b, _ = _roundtrip(tmp_path / "s", "claude-daaain-3.jsonl", "claude", branch="agent-showcol1",
                                        cut=1.0)
     assert _chain(b, res_b.branches["agent-showcol1"]) == expected
+
+
+def test_codex_compacted_round_trips_exactly(tmp_path):
+    """Each `compacted` line (message, window ids, the replacement history Codex resumes with) is
+    written back as it was, and a cut right after any compaction reads back to the same ids."""
+    src = TRANSCRIPTS / "codex-agentsessions-1.jsonl"
+    raw = [json.loads(x) for x in src.read_bytes().splitlines() if x.strip()]
+    compacted = [e["payload"] for e in raw if e.get("type") == "compacted"]
+    assert len(compacted) == 6 and sum(1 for p in compacted if p.get("replacement_history")) == 6
+    a = _store(tmp_path / "a")
+    res = T.record(a, T.read_transcript(src))
+    chain = _chain(a, res.branches["main"])
+    records = T.replay(a, chain[-1], image_data=True)
+    lines = codex_lines(records, "00000000-0000-4000-8000-00000000feed", "/work/demo")
+    written = [e["payload"] for e in lines if e["type"] == "compacted"]
+    key = lambda p: json.dumps(p, sort_keys=True)  # noqa: E731
+    assert sorted(map(key, written)) == sorted(map(key, compacted))  # the same lines, whole
+    cuts = [i for i, r in enumerate(records) if r["kind"] == "summary" and (r.get("meta") or {}).get("compacted")]
+    assert len(cuts) == 6
+    for n, i in enumerate(cuts):
+        part = codex_lines(records[: i + 1], "00000000-0000-4000-8000-00000000feed", "/work/demo")
+        f = tmp_path / f"cut{n}.jsonl"
+        f.write_text("".join(json.dumps(x) + "\n" for x in part))
+        b = _store(tmp_path / f"b{n}")
+        got = T.record(b, T.read_transcript(f))
+        assert _chain(b, got.branches["main"]) == chain[: i + 1]
+        assert T.load_event(b, got.branches["main"])["history"] == records[i]["history"]
 
 
 def _shapes(paths, client):

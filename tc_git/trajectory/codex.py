@@ -7,7 +7,9 @@ appears twice, as a `response_item` message (what the model saw) and as an `even
 (subagent threads, some builds) hold only the `event_msg` copy. We take each utterance from
 whichever stream shows it first and drop its copy from the other stream (matched by text).
 `thread_rolled_back` is an in-file rewind: the chain continues from before the last N user
-turns, so the dropped turns stay as a fork. `compacted` becomes a summary event. Forks and
+turns, so the dropped turns stay as a fork. `compacted` becomes a summary event that keeps its
+message, its `replacement_history` (the context Codex resumes with) and its window ids, so a
+rollout written back from it holds the same line. Forks and
 subagents are separate files; their origin goes into `Transcript.meta`.
 """
 from __future__ import annotations
@@ -113,9 +115,14 @@ class _Builder:
             else:
                 self._append(ev)
         elif kind == "compacted":
+            # kept whole: on resume Codex replaces the model's context with `replacement_history`
+            # (without one it rebuilds it from the user messages and `message`)
             hist = payload.get("replacement_history")
-            meta = {"replacement_items": len(hist)} if isinstance(hist, list) else {}
-            self._append(Event("summary", "", text=str(payload.get("message") or "compacted"), meta=meta))
+            meta = {k: v for k, v in payload.items() if k not in ("message", "replacement_history")
+                    and (v is None or isinstance(v, (str, int, float, bool)))}
+            msg = payload.get("message")
+            self._append(Event("summary", "", text=msg if isinstance(msg, str) else "", meta=dict(meta, compacted=True),
+                               history=hist if isinstance(hist, list) else None))
         elif kind == "event_msg":
             self._event_msg(payload)
         elif kind in IGNORED:
@@ -186,8 +193,10 @@ class _Builder:
             text = "\n".join(str(x.get("text") or "") for x in summary if isinstance(x, dict)) \
                 if isinstance(summary, list) else ""
             return Event("thinking", "", text=text) if text.strip() else None
-        if t == "compaction":
-            return Event("summary", "", text="compaction (encrypted summary)")
+        if t == "compaction":  # the summary is encrypted for the model; kept so a resume can send it back
+            enc = p.get("encrypted_content")
+            return Event("summary", "", text="compaction (encrypted summary)",
+                         history=enc if isinstance(enc, str) and enc else None)
         return None
 
     def _output(self, p: dict) -> Event:

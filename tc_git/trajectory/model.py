@@ -50,6 +50,7 @@ class Event:
     lane: str = "main"
     meta: dict = field(default_factory=dict)
     images: list = field(default_factory=list)  # [{"media_type", "data" (base64)} | {..., "omitted"}]
+    history: Any = None  # what a compaction replaced the context with (Codex `replacement_history`)
     order: int = 0  # position in the source, for "latest leaf wins"
 
     def record(self) -> dict:
@@ -79,6 +80,8 @@ class Event:
             out["meta"] = self.meta
         if self.images:
             out["images"] = self.images
+        if self.history is not None:
+            out["history"] = self.history
         return out
 
 

@@ -30,7 +30,7 @@ __all__ = ["SESSIONS_PREFIX", "LARGE", "RecordResult", "record", "record_file", 
            "session_prefix", "load_event", "event_subject"]
 
 LARGE = 8 * 1024  # fields above this go to their own blob, so event.json stays readable
-BLOB_NAMES = {"text": "text", "tool_input": "input", "tool_output": "output"}
+BLOB_NAMES = {"text": "text", "tool_input": "input", "tool_output": "output", "history": "history"}
 AUTO_BRANCH = re.compile(r"^(main|fork-[0-9a-f]+|agent-.+|sidechain.*)$")
 
 

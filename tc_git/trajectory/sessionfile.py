@@ -223,10 +223,14 @@ def codex_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
                 p["success"] = False
             item(ts, p)
         elif kind == "summary":
-            if text == "compaction (encrypted summary)":
-                item(ts, {"type": "compaction", "encrypted_content": ""})
-            else:
-                out.append({"timestamp": _iso(ts), "type": "compacted", "payload": {"message": text}})
+            if text == "compaction (encrypted summary)" and not meta.get("compacted"):
+                item(ts, {"type": "compaction", "encrypted_content": rec.get("history") or ""})
+            else:  # the `compacted` line as recorded: message, window ids, replacement history
+                p = {k: v for k, v in meta.items() if k != "compacted"}
+                p["message"] = text
+                if rec.get("history") is not None:
+                    p["replacement_history"] = rec["history"]
+                out.append({"timestamp": _iso(ts), "type": "compacted", "payload": p})
         elif kind == "system" and text.startswith("turn aborted: "):
             event(ts, {"type": "turn_aborted", "reason": text[len("turn aborted: "):]})
         else:  # harness context the model saw (developer/system messages, environment context)
