@@ -140,7 +140,7 @@ def test_codex_feature_flag_appended_when_absent_and_respected_when_false(home):
 
 
 def test_is_ours_recognises_only_our_commands():
-    from tc_git.hooks_cli import is_ours
+    from tc_git.cli.hooks import is_ours
 
     mine = ["tc-hook session-start", "/usr/local/bin/tc-hook pre-compact --agent codex",
             "/opt/py/bin/python3 -P -m tc_git.hooks session-end", "tc hook post-tool-use",

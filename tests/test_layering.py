@@ -20,9 +20,7 @@ DOC = ROOT / "docs" / "architecture.md"
 
 # Top to bottom. Names are relative to tc_git; "trajectory.*" is every module of that package.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("front ends", ["__main__", "cli", "cli_common", "ids", "handoff_cli", "trajectory_cli", "view_cli",
-                    "hooks_cli", "skill_cli", "setup_cli", "userfiles", "demo", "run", "watch",
-                    "mcp_fast", "mcp_server", "hooks"]),
+    ("front ends", ["__main__", "cli", "cli.*", "ids", "userfiles", "watch", "mcp_fast", "mcp_server", "hooks"]),
     ("engine", ["engine"]),
     ("domain", ["timeline", "snapshot", "restore", "compress", "resume", "handoff", "handoff.*", "handoff_cache",
                 "view", "diffstat", "gitguard", "journal", "trajectory", "trajectory.*"]),
@@ -84,11 +82,12 @@ def _imports(name: str, path: Path) -> set[str]:
                 mod = ".".join(base + ([node.module] if node.module else []))
             else:
                 mod = node.module or ""
-            add(mod)
-            for a in node.names:  # `from . import engine` imports the module tc_git.engine
-                sub = f"{mod}.{a.name}"
-                if sub.startswith("tc_git.") and sub[len("tc_git."):] in MODULES:
-                    add(sub)
+            subs = [f"{mod}.{a.name}" for a in node.names]
+            subs = [s for s in subs if s.startswith("tc_git.") and s[len("tc_git."):] in MODULES]
+            if len(subs) < len(node.names):  # `from . import core` names the module, not the package
+                add(mod)
+            for sub in subs:  # `from . import engine` imports the module tc_git.engine
+                add(sub)
     out.discard(name)
     return out
 

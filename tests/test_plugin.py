@@ -109,7 +109,7 @@ def test_plugin_hooks_call_the_hook_entry():
 
 
 def test_snippets_match_the_installer():
-    from tc_git.hooks_cli import claude_config, codex_config
+    from tc_git.cli.hooks import claude_config, codex_config
 
     assert json.loads((REPO / "hooks" / "settings-snippet.json").read_text()) == {"hooks": claude_config(["tc-hook"])}
     assert json.loads((REPO / "hooks" / "codex-hooks.json").read_text()) == {"hooks": codex_config(["tc-hook"])}

@@ -19,9 +19,6 @@ needs_chromium = pytest.mark.skipif(
 
 
 def tc_main(argv) -> int:
-    # cli.main() loads the extension list on every call and appends to it; in one process the
-    # second call would register each extension's sub-commands twice. Start from a clean list.
-    tc_git.cli.EXTENSIONS.clear()
     return tc_git.cli.main(argv)
 
 

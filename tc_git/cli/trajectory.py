@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import time
 
-from .cli_common import engine_for as _engine
-from .cli_common import workspace_paths as _workspace_paths
+from .common import engine_for as _engine
+from .common import workspace_paths as _workspace_paths
 
 
 def _when(ts) -> str:

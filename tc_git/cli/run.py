@@ -33,8 +33,8 @@ AGENTS = {"claude": "claude", "claude-code": "claude", "codex": "codex"}
 
 def run(root, argv: list[str], say=None) -> dict:
     """Run `argv` in workspace `root`, recording drifts; returns a summary with `exit_code`."""
-    from .engine import Engine
-    from .errors import BadInput, NotFound
+    from ..engine import Engine
+    from ..errors import BadInput, NotFound
 
     inherited = _open_fds()  # what our caller gave us passes on to the command; nothing we open does
     say = say or (lambda line: print(f"tc-git run: {line}", file=sys.stderr, flush=True))
@@ -78,7 +78,7 @@ def run(root, argv: list[str], say=None) -> dict:
 
 def _label(argv: list[str]) -> str:
     """The command as commit titles show it: credentials on a command line never become objects."""
-    from .secrets import redact_text
+    from ..secrets import redact_text
 
     text = redact_text(" ".join(argv))
     return text if len(text) <= 60 else text[:59] + "…"
@@ -86,7 +86,7 @@ def _label(argv: list[str]) -> str:
 
 def _ensure_task(engine, argv) -> tuple[str, bool]:
     """The active task, or a new one named after the command when there is none (or it closed)."""
-    from .timeline import Timeline
+    from ..timeline import Timeline
 
     store = engine.store
     active = store.active_task() if store.exists else None
@@ -97,14 +97,14 @@ def _ensure_task(engine, argv) -> tuple[str, bool]:
 
 
 def _start_watcher(engine):
-    from .fsutil import store_log
-    from .watch import DriftWatcher, watch_enabled
+    from ..fsutil import store_log
+    from ..watch import DriftWatcher, watch_enabled
 
     if not watch_enabled():  # TC_WATCH=off: only the drift at exit
         return None
 
     def engine_factory(root):
-        from .engine import Engine
+        from ..engine import Engine
 
         return Engine(root, agent="tc-run")
 
@@ -261,7 +261,7 @@ def _recent(files: list[Path], since: float) -> list[Path]:
 def _record_transcripts(engine, agent: str, cwd: str, since: float, drifts, argv, out: dict) -> None:
     """Record each session the agent wrote during the run; a milestone on the newest names the run
     and links the code it left (the last drift)."""
-    from .errors import TcError
+    from ..errors import TcError
 
     found = (claude_transcripts if agent == "claude" else codex_transcripts)(cwd, since)
     tip = None

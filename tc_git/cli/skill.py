@@ -8,15 +8,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import BadInput, Conflict, NotFound
-from .fsutil import atomic_write
+from ..errors import BadInput, Conflict, NotFound
+from ..fsutil import atomic_write
 
 SKILL_NAME = "tc-git"
 CLIENTS = ("claude", "codex", "agents")
 
 
 def skill_source() -> Path:
-    p = Path(__file__).resolve().parent / "data" / "SKILL.md"
+    p = Path(__file__).resolve().parents[1] / "data" / "SKILL.md"
     if not p.is_file():
         raise NotFound(f"SKILL.md is missing from the installed package ({p}); reinstall tc-git")
     return p
@@ -71,7 +71,7 @@ def uninstall(client: str = "claude", force: bool = False, project: Path | None 
         target.parent.rmdir()
     except OSError:
         pass  # other files live there: theirs
-    from . import userfiles
+    from .. import userfiles
 
     userfiles.forget(target)
     return {"path": str(target), "client": client, "removed": True}

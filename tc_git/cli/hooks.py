@@ -15,8 +15,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import userfiles
-from .errors import BadInput
+from .. import userfiles
+from ..errors import BadInput
 
 CLAUDE_EVENTS = ("SessionStart", "PostToolUse", "PreCompact", "SessionEnd")
 CODEX_EVENTS = ("SessionStart", "PostToolUse", "PreCompact", "Stop")
@@ -305,7 +305,7 @@ def put_back_toml(config: Path, candidates: list[str]) -> str:
 
 # ----------------------------------------------------------------------------- CLI
 def _run_hook(args) -> dict:
-    from . import hooks
+    from .. import hooks
 
     return {"output": hooks.run(args.event, args.agent)}
 
@@ -329,7 +329,7 @@ def _human_uninstall(r: dict) -> str:
 
 
 def setup(sub) -> None:
-    from .hooks import EVENT_NAMES
+    from ..hooks import EVENT_NAMES
 
     p = sub.add_parser("hook", help="run one agent hook (the agent calls this; event JSON on stdin)")
     p.add_argument("event", choices=sorted(EVENT_NAMES), help="the agent event being handled")

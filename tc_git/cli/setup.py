@@ -14,8 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-from . import hooks_cli, skill_cli, userfiles
-from .errors import BadInput
+from .. import userfiles
+from ..errors import BadInput
+from . import hooks as hooks_cli  # connect() has a `hooks` flag
+from . import skill as skill_cli
 
 CLIENTS = ("claude", "codex", "cursor")
 SERVER_NAME = "tc-git"
@@ -256,7 +258,7 @@ def disconnect(client: str = "claude", scope: str = "user", root: str = ".") -> 
 
 # ----------------------------------------------------------------------------- CLI
 def _h_setup(r: dict) -> str:
-    from .cli_common import prog
+    from .common import prog
 
     PROG = prog()
     lines = [f"connected {r['client']} to tc-git ({r['scope']} scope):"]

@@ -1,11 +1,12 @@
-"""What the core CLI and the sub-CLIs (handoff_cli, trajectory_cli, view_cli, setup_cli, demo) share.
-
-Its own module so the sub-CLIs never import `tc_git.cli` (which imports them): no cycle."""
+"""What the command areas of the CLI share: the program's name, the engine of a command, a
+`--task` argument, `--path` arguments. Below `app`, which imports every area: no cycle."""
 from __future__ import annotations
 
 import os
 
-_prog = ["tc-git"]  # set by cli.main from argv[0]: "git tc" when run as `git tc`
+ID_HELP = "2 or s0002 (step), d0001 (drift), r0001 (restore) or a commit id prefix"
+
+_prog = ["tc-git"]  # set by cli.app.main from argv[0]: "git tc" when run as `git tc`
 
 
 def prog() -> str:
@@ -18,7 +19,7 @@ def set_prog(name: str) -> None:
 
 
 def engine_for(args):
-    from .engine import Engine
+    from ..engine import Engine
 
     return Engine(args.root, progress=args.progress)
 
@@ -28,7 +29,7 @@ def task_arg(args, attr: str = "task_id"):
     value = getattr(args, attr, None)
     if value is None:
         return None
-    from .ids import resolve_task
+    from ..ids import resolve_task
 
     return resolve_task(engine_for(args), value)
 

@@ -14,15 +14,15 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .engine import Engine
-from .refs import task_ref
+from ..engine import Engine
+from ..refs import task_ref
 
 APP_V1 = "def total(prices):\n    return sum(prices)\n"
 APP_V2 = ('def total(prices, tax=0.0):\n    """Sum of prices, with tax applied."""\n'
           "    return round(sum(prices) * (1 + tax), 2)\n")
 TEST = ("from app import total\n\n\ndef test_total():\n    assert total([1, 2]) == 3\n"
         "    assert total([10], tax=0.2) == 12.0\n")
-TRANSCRIPT = Path(__file__).resolve().parent / "data" / "demo-session.jsonl"
+TRANSCRIPT = Path(__file__).resolve().parents[1] / "data" / "demo-session.jsonl"
 COL = 44  # where the "what happened" column starts
 
 
@@ -46,7 +46,7 @@ def _changed(e: Engine, index: int) -> str:
 
 
 def run_demo(keep: bool = False) -> dict:
-    from .cli_common import prog
+    from .common import prog
 
     PROG = prog()
     base = Path(tempfile.mkdtemp(prefix="tc-demo-"))
@@ -147,7 +147,7 @@ def run_demo(keep: bool = False) -> dict:
         say()
 
         say("5. Look at it, and check it with stock git")
-        from .view import write_view
+        from ..view import write_view
 
         v = write_view(e)
         cmd("view", "one HTML page: timeline, diffs, the conversation")

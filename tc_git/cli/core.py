@@ -1,58 +1,21 @@
-"""`tc-git` (also `git tc`): the engine for people. Human output by default, `--json` for scripts.
-
-Never imports `mcp` (0.75 s of start-up): this module is also what hooks run.
-Every command returns a dict (printed as JSON with --json); the core commands are dispatched in
-`run_core`, and other layers (handoff, trajectory, view, hooks) add theirs through a `setup(sub)`
-function whose parsers set `func` (and optionally `human`) defaults.
-"""
+"""The core commands (init, save, resume, log, show, diff, restore, undo, capture, switch, compress,
+demo): their parsers, one engine call each, and their human output."""
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import re
-import sys
-import time
 
-from . import __version__, jsonsafe
-from .cli_common import engine_for, set_prog, task_arg, workspace_paths  # noqa: F401  (re-exported)
-from .errors import BadInput, TcError
+from ..errors import BadInput
+from .common import ID_HELP, engine_for, prog, task_arg, workspace_paths
 
-
-class Progress:
-    """A one-line progress bar on stderr, only when stderr is a terminal."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled and sys.stderr.isatty()
-        self.last = 0.0
-        self.shown = False
-
-    def __call__(self, done, total=None, message=""):
-        if not self.enabled or time.monotonic() - self.last < 0.1:
-            return
-        self.last = time.monotonic()
-        if total:
-            width = 30
-            filled = int(width * min(done, total) / total)
-            bar = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
-        else:
-            bar = f"{done}"
-        sys.stderr.write(f"\r{message or 'working'}: {bar}\033[K")
-        sys.stderr.flush()
-        self.shown = True
-
-    def close(self):
-        if self.shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
-
-
-# ---------------------------------------------------------------------------------- commands
 TASK_HELP = "task id, a unique prefix of it, or the task's name (default: the active task)"
-ID_HELP = "2 or s0002 (step), d0001 (drift), r0001 (restore) or a commit id prefix"
 
 
-def _setup_core(sub):
+CORE = ("init", "save", "resume", "log", "show", "diff", "restore", "undo", "capture", "switch", "compress", "demo")
+
+
+def setup(sub) -> None:
     p = sub.add_parser("init", help="start a task here (the active one is suspended)",
                        description="Start a task in this workspace: the directory you are in, or the "
                                    "workspace it belongs to. The store is created on first use.")
@@ -132,8 +95,11 @@ def _setup_core(sub):
     p = sub.add_parser("demo", help="a one-minute tour in a scratch workspace")
     p.add_argument("--keep", action="store_true", help="keep the scratch workspaces to look around")
 
+    for name in CORE:
+        sub.choices[name].set_defaults(func=run, human=lambda r, name=name: human(name, r))
 
-def run_core(args) -> dict:
+
+def run(args) -> dict:
     c = args.cmd
     if c == "demo":
         from .demo import run_demo
@@ -144,7 +110,7 @@ def run_core(args) -> dict:
         store = os.path.abspath(args.store) if args.store else None  # a person's path: from the cwd
         return e.init(args.name, args.goal, args.constraints, store, args.exclude)
     if c == "switch":
-        from .ids import resolve_task
+        from ..ids import resolve_task
 
         return e.switch(resolve_task(e, args.task_id))
     task = task_arg(args)
@@ -170,7 +136,7 @@ def run_core(args) -> dict:
         return e.show(task, None, args.include_drift, args.limit, args.cursor)
     if c == "diff":
         if args.stat:
-            from .diffstat import stat
+            from ..diffstat import stat
 
             return {"patch": stat(e.diff_object(args.a, args.b, task_id=task))}
         return {"patch": e.diff(args.a, args.b, task_id=task)}
@@ -214,7 +180,7 @@ def _left_out(r: dict) -> list[str]:
         lines.append(f"  left out, contents never stored ({plural(len(new), 'new file' if new is not every else 'file')}):")
         lines += listing(new, indent="    ")
     if len(every) > len(new):  # the snapshot re-reports only what it looked at again: no total here
-        lines.append(f"  other files left out as before ({PROG} resume lists them)")
+        lines.append(f"  other files left out as before ({prog()} resume lists them)")
     return lines
 
 
@@ -238,16 +204,16 @@ def _h_restore(r: dict) -> str:
     if r.get("recovered") and not r["applied"]:  # applied with failures: say so, never "preview"
         head = (f"{'undo' if r.get('undo_of') else 'restore'} to {what} INCOMPLETE: "
                 f"{plural(len(r.get('failed') or []), 'path')} failed (below), none half-written; "
-                f"undo with: {PROG} undo")
+                f"undo with: {prog()} undo")
     elif r.get("undo_of"):
-        head = (f"undid restore {r['undo_of'][:10]}: back to {what}{rid}; redo with: {PROG} undo" if r["applied"]
+        head = (f"undid restore {r['undo_of'][:10]}: back to {what}{rid}; redo with: {prog()} undo" if r["applied"]
                 else f"undoing restore {r['undo_of'][:10]} would change {plural(n, 'file')} (nothing written)")
     elif r["applied"]:
-        head = f"restored {what}{rid}; undo with: {PROG} undo"
+        head = f"restored {what}{rid}; undo with: {prog()} undo"
     elif n:
         path_args = "".join(f" --path {x}" for x in r.get("paths") or [])
         head = (f"restore to {what} would change {plural(n, 'file')} (nothing written yet; "
-                f"run `{PROG} restore {target}{path_args} --apply`)")
+                f"run `{prog()} restore {target}{path_args} --apply`)")
     else:
         head = f"the workspace already matches {what}"
     lines = [head]
@@ -270,7 +236,7 @@ def _h_restore(r: dict) -> str:
 def _h_log(r: dict) -> str:
     if "tasks" in r:
         if not r["tasks"]:
-            return f"no tasks yet: start one with `{PROG} init \"<name>\"`"
+            return f"no tasks yet: start one with `{prog()} init \"<name>\"`"
         return "\n".join(f"{'*' if t['active'] else ' '} {t['task_id']}  {t['status']:<9} "
                          f"step {t['head']:<4} {t['name']}" for t in r["tasks"])
     return "\n".join(f"{e['id']:<6} {e['commit'][:10]}  {e['timestamp'].replace('T', ' ').rstrip('Z')}  "
@@ -283,12 +249,12 @@ def _log_title(e: dict) -> str:
     return e["title"]
 
 
-def _human(cmd: str, r: dict) -> str:
+def human(cmd: str, r: dict) -> str:
     if cmd == "init":
         s = f"started task {r['task_id']}: {r['name']}\n  store: {r['store']}"
         if r.get("prev_suspended"):
-            s += f"\n  suspended {r['prev_suspended']} (back to it with `{PROG} switch {r['prev_suspended']}`)"
-        return s + f"\n  next: work, then `{PROG} save \"<what you did>\"`"
+            s += f"\n  suspended {r['prev_suspended']} (back to it with `{prog()} switch {r['prev_suspended']}`)"
+        return s + f"\n  next: work, then `{prog()} save \"<what you did>\"`"
     if cmd == "save":
         return _h_save(r)
     if cmd == "resume":
@@ -325,201 +291,3 @@ def _human(cmd: str, r: dict) -> str:
     if cmd == "demo":
         return r["text"]
     return json.dumps(r, indent=2, ensure_ascii=False)
-
-
-# Engine messages name the MCP tools (agents read them); on the command line, the commands.
-_CLI_TERMS = [
-    (re.compile(r"see tc_show for the steps \(include_drift for drifts\)"), "see the ids with `{p} log`"),
-    (re.compile(r"list tasks with tc_show or `tc log --all`|list tasks with `tc log --all` or tc_show"),
-     "list tasks with `{p} log --all`"),
-    (re.compile(r"tc_restore drift_id=(d\d+) apply=true"), r"`{p} restore \1 --apply`"),
-    (re.compile(r"\btc_(\w+) \(tc \1\)"), r"`{p} \1`"),
-    (re.compile(r"\btc_(init|save|resume|show|restore|capture|switch|export|import|compress|push|pull|record|"
-                r"sessions|milestone|events|checkout|markdown|branch|replay)\b"), r"`{p} \1`"),
-    (re.compile(r"`tc (?=[a-z])"), "`{p} "),
-    (re.compile(r"`(?=(log|show)[ `])"), "`{p} "),
-]
-
-
-def cli_terms(message: str) -> str:
-    for rx, repl in _CLI_TERMS:
-        message = rx.sub(repl.replace("{p}", PROG), message)
-    return message
-
-
-# ---------------------------------------------------------------------------------- parser
-GROUPS = [
-    ("work on a task", ["init", "save", "resume", "log", "show", "diff", "restore", "undo", "run", "capture",
-                        "switch"]),
-    ("the conversation", ["record", "sessions", "resume-session", "milestone", "events", "checkout", "markdown", "branch",
-                          "tdiff", "replay"]),
-    ("share and look", ["view", "export", "import", "push", "pull"]),
-    ("connect an agent", ["setup", "hooks", "skill", "hook"]),
-    ("other", ["demo", "compress"]),
-]
-
-START_HERE = """\
-{p}: checkpoints for long AI-agent work, kept as git history.
-
-Start here:
-  {p} demo                     a one-minute tour in a scratch directory
-  {p} setup --client claude    connect your agent (claude, codex or cursor)
-  {p} init "<task name>"       start a task in this project
-  {p} save "<what you did>"    record a step
-  {p} resume                   where the work stands (what a new session reads)
-
-Every command: {p} --help"""
-
-
-def _globals(p: argparse.ArgumentParser, top: bool) -> None:
-    """Global options, accepted before or after the command (`tc-git log --json`)."""
-    d = {} if top else {"default": argparse.SUPPRESS}
-    p.add_argument("-C", "--root", metavar="DIR", help="run as if started in DIR (default: the current "
-                   "directory; the workspace is found upward from there, as git does)", **d)
-    p.add_argument("--json", action="store_true", help="machine-readable output", **d)
-
-
-class _Parser(argparse.ArgumentParser):
-    def format_help(self) -> str:
-        if not getattr(self, "_grouped", False):
-            return super().format_help()
-        sub = next(a for a in self._actions if isinstance(a, argparse._SubParsersAction))
-        helps = {c.dest: c.help for c in sub._choices_actions}
-        lines = [self.format_usage().rstrip(), "", self.description, ""]
-        seen = set()
-        width = max(len(n) for n in helps) + 2
-        for title, names in GROUPS + [("more", sorted(helps))]:
-            rows = [n for n in names if n in helps and n not in seen]
-            if not rows:
-                continue
-            lines.append(f"{title}:")
-            for n in rows:
-                seen.add(n)
-                lines.append(f"  {n:<{width}}{helps[n]}")
-            lines.append("")
-        lines += ["options:", "  -C, --root DIR  run as if started in DIR (the workspace is found upward from "
-                  "there, as git does)", "  --json          machine-readable output",
-                  "  --version       the version", "",
-                  f"Points of a task: {ID_HELP}.", f"`{PROG} <command> --help` describes a command's options."]
-        return "\n".join(lines) + "\n"
-
-
-def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog=PROG, description="tc-git: checkpoints for long AI-agent work, kept as git history",
-                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap._grouped = True
-    ap.add_argument("--version", action="version", version=f"tc-git {__version__}")
-    _globals(ap, top=True)
-    sub = ap.add_subparsers(dest="cmd", metavar="command", parser_class=argparse.ArgumentParser)
-    _setup_core(sub)
-    for setup in EXTENSIONS:
-        setup(sub)
-    _add_globals_everywhere(ap)
-    return ap
-
-
-def _add_globals_everywhere(parser, seen=None) -> None:
-    seen = set() if seen is None else seen
-    for a in parser._actions:
-        if isinstance(a, argparse._SubParsersAction):
-            for child in a.choices.values():
-                if id(child) in seen:
-                    continue
-                seen.add(id(child))
-                _globals(child, top=False)
-                _add_globals_everywhere(child, seen)
-
-
-EXTENSIONS: list = []  # setup(sub) functions of other layers; their parsers set `func`
-
-
-def _load_extensions() -> None:
-    """The other areas' sub-commands. Imported here, not at the top: `tc-git hook` skips them (start-up
-    budget). A broken one is an error, never a silently missing command."""
-    from . import handoff_cli, hooks_cli, run, setup_cli, skill_cli, trajectory_cli, view_cli
-
-    if EXTENSIONS:
-        return  # already loaded (main() may run more than once in one process)
-    EXTENSIONS.extend(m.setup for m in (handoff_cli, trajectory_cli, view_cli, hooks_cli, skill_cli, run, setup_cli))
-
-
-NO_WORKSPACE = {"demo", "setup", "hooks", "skill", "hook", None}
-
-
-def _workspace(args) -> str:
-    """The workspace of this command: the nearest one at or above the start directory, like
-    git's repository discovery; `init` starts one where it is asked to."""
-    from .discover import find_workspace
-
-    start = os.path.abspath(os.path.expanduser(args.root)) if args.root else os.getcwd()
-    found = find_workspace(start)
-    if args.cmd == "init":
-        if found is not None and str(found) != os.path.realpath(start) and not args.force:
-            raise BadInput(f"{start} is inside the tc-git workspace {found}: `{PROG} init` there starts a "
-                           f"new task in the same store (`{PROG} -C {found} init ...`); pass --force to make "
-                           f"{start} a separate workspace with its own store")
-        return start
-    return str(found) if found is not None else start
-
-
-def _prog(argv0: str) -> str:
-    name = os.path.basename(argv0 or "")
-    return "git tc" if name == "git-tc" else "tc-git"
-
-
-PROG = "tc-git"
-
-
-def main(argv=None) -> int:
-    global PROG
-    PROG = _prog(sys.argv[0] if sys.argv else "")
-    set_prog(PROG)
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["hook"]:  # hooks have a start-up budget: skip loading the other layers
-        from .hooks import main as hook_main
-
-        return hook_main(argv[1:])
-    if not argv:
-        print(START_HERE.format(p=PROG))
-        return 0
-    _load_extensions()
-    args = build_parser().parse_args(argv)
-    if args.cmd is None:
-        print(START_HERE.format(p=PROG))
-        return 0
-    progress = Progress(enabled=not args.json)
-    args.progress = progress
-    try:
-        args.root = _workspace(args) if args.cmd not in NO_WORKSPACE else (args.root or os.getcwd())
-        result = args.func(args) if hasattr(args, "func") else run_core(args)
-    except TcError as e:
-        progress.close()
-        message = cli_terms(e.message)
-        if args.json:
-            print(jsonsafe.dumps({"error": message, "code": e.code, "isError": True}))
-        else:
-            print(f"{PROG}: {message}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        progress.close()
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
-    progress.close()
-    if args.json:
-        # a non-UTF-8 file name is shown git-quoted, the same rule as the MCP results (jsonsafe)
-        print(jsonsafe.dumps(result, indent=2, default=str))
-    else:
-        human = getattr(args, "human", None)
-        text = human(result) if human else _human(args.cmd, result)
-        if text:
-            try:
-                print(cli_terms(text) if args.cmd == "resume" else text)
-            except BrokenPipeError:  # `tc-git ... | head`
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    if getattr(args, "exit_code_from_result", False):  # `run -- cmd` exits with the command's code
-        return int(result.get("exit_code", 0))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

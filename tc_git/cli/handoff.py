@@ -1,9 +1,9 @@
 """`tc-git export`, `import`, `push`, `pull`: the handoff layer on the command line."""
 from __future__ import annotations
 
-from .cli_common import engine_for as _engine
-from .cli_common import prog as PROG
-from .cli_common import task_arg as _task
+from .common import engine_for as _engine
+from .common import prog as PROG
+from .common import task_arg as _task
 
 
 def _h_export(r: dict) -> str:

@@ -6,13 +6,13 @@ from pathlib import Path
 
 
 def _run(args) -> dict:
-    from .cli_common import engine_for
-    from .ids import resolve_task
-    from .view import write_view
+    from ..ids import resolve_task
+    from ..view import write_view
+    from .common import engine_for
 
     e = engine_for(args)
     if not e.store.exists:  # sessions recorded where no store was: the user-level store
-        from .trajectory.userstore import project_sessions
+        from ..trajectory.userstore import project_sessions
 
         user = e.user_store()
         ids = list(args.view_sessions) or sorted(project_sessions(args.root)) if user is not None else []

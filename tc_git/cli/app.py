@@ -1,0 +1,220 @@
+"""The `tc-git` program: the parser of every area's commands, the global options, the workspace,
+error handling and output (human by default, `--json` for scripts).
+
+Every command returns a dict. The core commands are in `core`; each other area (handoff,
+trajectory, view, hooks, skill, run, setup) is a module of this package with a `setup(sub)` whose
+parsers set `func` (and optionally `human`) defaults. All are imported here, statically.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+
+from .. import __version__, jsonsafe
+from ..errors import BadInput, TcError
+from . import core, handoff, hooks, run, setup, skill, trajectory, view
+from .common import ID_HELP, prog, set_prog
+
+# Each area adds its sub-commands; their parsers set `func` (the core commands dispatch in core.run).
+AREAS = (core, handoff, trajectory, view, hooks, skill, run, setup)
+
+
+class Progress:
+    """A one-line progress bar on stderr, only when stderr is a terminal."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and sys.stderr.isatty()
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, done, total=None, message=""):
+        if not self.enabled or time.monotonic() - self.last < 0.1:
+            return
+        self.last = time.monotonic()
+        if total:
+            width = 30
+            filled = int(width * min(done, total) / total)
+            bar = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
+        else:
+            bar = f"{done}"
+        sys.stderr.write(f"\r{message or 'working'}: {bar}\033[K")
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self):
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+# Engine messages name the MCP tools (agents read them); on the command line, the commands.
+_CLI_TERMS = [
+    (re.compile(r"see tc_show for the steps \(include_drift for drifts\)"), "see the ids with `{p} log`"),
+    (re.compile(r"list tasks with tc_show or `tc log --all`|list tasks with `tc log --all` or tc_show"),
+     "list tasks with `{p} log --all`"),
+    (re.compile(r"tc_restore drift_id=(d\d+) apply=true"), r"`{p} restore \1 --apply`"),
+    (re.compile(r"\btc_(\w+) \(tc \1\)"), r"`{p} \1`"),
+    (re.compile(r"\btc_(init|save|resume|show|restore|capture|switch|export|import|compress|push|pull|record|"
+                r"sessions|milestone|events|checkout|markdown|branch|replay)\b"), r"`{p} \1`"),
+    (re.compile(r"`tc (?=[a-z])"), "`{p} "),
+    (re.compile(r"`(?=(log|show)[ `])"), "`{p} "),
+]
+
+
+def cli_terms(message: str) -> str:
+    for rx, repl in _CLI_TERMS:
+        message = rx.sub(repl.replace("{p}", prog()), message)
+    return message
+
+
+# ---------------------------------------------------------------------------------- parser
+GROUPS = [
+    ("work on a task", ["init", "save", "resume", "log", "show", "diff", "restore", "undo", "run", "capture",
+                        "switch"]),
+    ("the conversation", ["record", "sessions", "resume-session", "milestone", "events", "checkout", "markdown", "branch",
+                          "tdiff", "replay"]),
+    ("share and look", ["view", "export", "import", "push", "pull"]),
+    ("connect an agent", ["setup", "hooks", "skill", "hook"]),
+    ("other", ["demo", "compress"]),
+]
+
+START_HERE = """\
+{p}: checkpoints for long AI-agent work, kept as git history.
+
+Start here:
+  {p} demo                     a one-minute tour in a scratch directory
+  {p} setup --client claude    connect your agent (claude, codex or cursor)
+  {p} init "<task name>"       start a task in this project
+  {p} save "<what you did>"    record a step
+  {p} resume                   where the work stands (what a new session reads)
+
+Every command: {p} --help"""
+
+
+def _globals(p: argparse.ArgumentParser, top: bool) -> None:
+    """Global options, accepted before or after the command (`tc-git log --json`)."""
+    d = {} if top else {"default": argparse.SUPPRESS}
+    p.add_argument("-C", "--root", metavar="DIR", help="run as if started in DIR (default: the current "
+                   "directory; the workspace is found upward from there, as git does)", **d)
+    p.add_argument("--json", action="store_true", help="machine-readable output", **d)
+
+
+class _Parser(argparse.ArgumentParser):
+    def format_help(self) -> str:
+        if not getattr(self, "_grouped", False):
+            return super().format_help()
+        sub = next(a for a in self._actions if isinstance(a, argparse._SubParsersAction))
+        helps = {c.dest: c.help for c in sub._choices_actions}
+        lines = [self.format_usage().rstrip(), "", self.description, ""]
+        seen = set()
+        width = max(len(n) for n in helps) + 2
+        for title, names in GROUPS + [("more", sorted(helps))]:
+            rows = [n for n in names if n in helps and n not in seen]
+            if not rows:
+                continue
+            lines.append(f"{title}:")
+            for n in rows:
+                seen.add(n)
+                lines.append(f"  {n:<{width}}{helps[n]}")
+            lines.append("")
+        lines += ["options:", "  -C, --root DIR  run as if started in DIR (the workspace is found upward from "
+                  "there, as git does)", "  --json          machine-readable output",
+                  "  --version       the version", "",
+                  f"Points of a task: {ID_HELP}.", f"`{prog()} <command> --help` describes a command's options."]
+        return "\n".join(lines) + "\n"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog=prog(), description="tc-git: checkpoints for long AI-agent work, kept as git history",
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap._grouped = True
+    ap.add_argument("--version", action="version", version=f"tc-git {__version__}")
+    _globals(ap, top=True)
+    sub = ap.add_subparsers(dest="cmd", metavar="command", parser_class=argparse.ArgumentParser)
+    for area in AREAS:
+        area.setup(sub)
+    _add_globals_everywhere(ap)
+    return ap
+
+
+def _add_globals_everywhere(parser, seen=None) -> None:
+    seen = set() if seen is None else seen
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for child in a.choices.values():
+                if id(child) in seen:
+                    continue
+                seen.add(id(child))
+                _globals(child, top=False)
+                _add_globals_everywhere(child, seen)
+
+
+NO_WORKSPACE = {"demo", "setup", "hooks", "skill", "hook", None}
+
+
+def _workspace(args) -> str:
+    """The workspace of this command: the nearest one at or above the start directory, like
+    git's repository discovery; `init` starts one where it is asked to."""
+    from ..discover import find_workspace
+
+    start = os.path.abspath(os.path.expanduser(args.root)) if args.root else os.getcwd()
+    found = find_workspace(start)
+    if args.cmd == "init":
+        if found is not None and str(found) != os.path.realpath(start) and not args.force:
+            raise BadInput(f"{start} is inside the tc-git workspace {found}: `{prog()} init` there starts a "
+                           f"new task in the same store (`{prog()} -C {found} init ...`); pass --force to make "
+                           f"{start} a separate workspace with its own store")
+        return start
+    return str(found) if found is not None else start
+
+
+def _prog(argv0: str) -> str:
+    name = os.path.basename(argv0 or "")
+    return "git tc" if name == "git-tc" else "tc-git"
+
+
+def main(argv: list[str]) -> int:
+    set_prog(_prog(sys.argv[0] if sys.argv else ""))
+    if not argv:
+        print(START_HERE.format(p=prog()))
+        return 0
+    args = build_parser().parse_args(argv)
+    if args.cmd is None:
+        print(START_HERE.format(p=prog()))
+        return 0
+    progress = Progress(enabled=not args.json)
+    args.progress = progress
+    try:
+        args.root = _workspace(args) if args.cmd not in NO_WORKSPACE else (args.root or os.getcwd())
+        result = args.func(args)
+    except TcError as e:
+        progress.close()
+        message = cli_terms(e.message)
+        if args.json:
+            print(jsonsafe.dumps({"error": message, "code": e.code, "isError": True}))
+        else:
+            print(f"{prog()}: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        progress.close()
+        print(f"{prog()}: interrupted", file=sys.stderr)
+        return 130
+    progress.close()
+    if args.json:
+        # a non-UTF-8 file name is shown git-quoted, the same rule as the MCP results (jsonsafe)
+        print(jsonsafe.dumps(result, indent=2, default=str))
+    else:
+        human = getattr(args, "human", None)
+        text = human(result) if human else json.dumps(result, indent=2, ensure_ascii=False)
+        if text:
+            try:
+                print(cli_terms(text) if args.cmd == "resume" else text)
+            except BrokenPipeError:  # `tc-git ... | head`
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if getattr(args, "exit_code_from_result", False):  # `run -- cmd` exits with the command's code
+        return int(result.get("exit_code", 0))
+    return 0
