@@ -1,11 +1,9 @@
 """Git bundles (v2) without the git CLI: write with libgit2's pack builder, read with its indexer.
 
 pygit2 1.21 binds neither `git_packbuilder_insert_walk` / `git_packbuilder_write_buf` nor the
-indexer (`git_odb_write_pack`), but the wheel's libgit2 exports the whole C API, so they are
-reached through ctypes on the *same* loaded library (same global state as pygit2). The struct
-layouts below are libgit2 1.9's; pyproject pins pygit2 to 1.21 for that reason. When the
-library cannot be found (another platform layout), writing falls back to pygit2's PackBuilder
-and reading to `git index-pack`.
+indexer (`git_odb_write_pack`); `_native` reaches them on the libgit2 pygit2 loaded. Where that
+path is unavailable (capability check failed, or TC_NATIVE=off) writing falls back to pygit2's
+PackBuilder and reading to `git index-pack`.
 
 Format (gitformat-bundle): `# v2 git bundle\\n`, then `-<oid> <comment>` prerequisite lines and
 `<oid> <refname>` lines, a blank line, then a pack. v3 adds `@capability` lines; only
@@ -14,7 +12,6 @@ Format (gitformat-bundle): `# v2 git bundle\\n`, then `-<oid> <comment>` prerequ
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import glob
 import hashlib
 import os
@@ -27,7 +24,7 @@ from pathlib import Path
 
 import pygit2
 
-from . import libgit2 as lg2
+from . import _native
 from .errors import BadInput, Unavailable
 
 SIG_V2 = b"# v2 git bundle\n"
@@ -37,53 +34,15 @@ CHUNK = 4 << 20
 MAX_HEADER = 16 << 20
 
 
-# libgit2 through ctypes (tc_git/libgit2.py)
-_lib, available, GitCallError, _chk = lg2.lib, lg2.available, lg2.GitCallError, lg2.check
-_repo_ptr, _raw, _GitBuf = lg2.repo_ptr, lg2.raw_oid, lg2.Buf
-
-
-def _packbuilder(repo, tips, hides):
-    lg = _lib()
-    walk, pb = ctypes.c_void_p(), ctypes.c_void_p()
-    _chk(lg.git_revwalk_new(ctypes.byref(walk), _repo_ptr(repo)))
-    try:
-        for t in tips:
-            _chk(lg.git_revwalk_push(walk, _raw(t)))
-        for h in hides:
-            _chk(lg.git_revwalk_hide(walk, _raw(h)))
-        _chk(lg.git_packbuilder_new(ctypes.byref(pb), _repo_ptr(repo)))
-        lg.git_packbuilder_set_threads(pb, 0)
-        _chk(lg.git_packbuilder_insert_walk(pb, walk))
-        return pb
-    except BaseException:
-        if pb:
-            lg.git_packbuilder_free(pb)
-        raise
-    finally:
-        lg.git_revwalk_free(walk)
-
-
 def pack_bytes(repo: pygit2.Repository, tips, hides=()) -> tuple[int, bytes]:
     """A self-contained pack of everything reachable from `tips` that `hides` does not reach.
 
     Objects reachable from the hidden commits' trees are left out too (the receiver has them),
     like `git pack-objects --revs` with `^hide` lines.
     """
-    if not available():
+    if not _native.has(_native.PACK):
         return _pack_bytes_fallback(repo, tips, hides)
-    lg = _lib()
-    pb = _packbuilder(repo, tips, hides)
-    try:
-        n = lg.git_packbuilder_object_count(pb)
-        buf = _GitBuf()
-        _chk(lg.git_packbuilder_write_buf(ctypes.byref(buf), pb))
-        try:
-            data = ctypes.string_at(buf.ptr, buf.size)
-        finally:
-            lg.git_buf_dispose(ctypes.byref(buf))
-        return n, data
-    finally:
-        lg.git_packbuilder_free(pb)
+    return _native.pack_walk(repo, tips, hides)
 
 
 def check_connected(repo: pygit2.Repository, tips, hides=()) -> int:
@@ -92,14 +51,12 @@ def check_connected(repo: pygit2.Repository, tips, hides=()) -> int:
     The pack builder reads each object's header while collecting, so a missing object fails
     here; nothing is written.
     """
-    if not available():
+    if not _native.has(_native.PACK):
         return len(reachable(repo, tips, hides))
-    lg = _lib()
-    pb = _packbuilder(repo, tips, hides)
     try:
-        return lg.git_packbuilder_object_count(pb)
-    finally:
-        lg.git_packbuilder_free(pb)
+        return _native.count_walk(repo, tips, hides)
+    except _native.GitCallError as e:  # the same error type as the fallback's
+        raise pygit2.GitError(str(e)) from None
 
 
 def reachable(repo: pygit2.Repository, tips, hides=(), have=None) -> list:
@@ -253,11 +210,11 @@ def index_pack(qrepo: pygit2.Repository, path: Path, offset: int) -> int:
     """Index the pack at `path[offset:]` into `qrepo`'s objects/pack (thin bases are looked up
     through its odb, alternates included). Returns the object count. Raises BadInput when the
     pack is corrupt or truncated."""
-    if not available():
+    if not _native.has(_native.INDEXER):
         return _index_pack_cli(qrepo, path, offset)
     try:
-        return lg2.write_pack(qrepo, ((ctypes.c_char_p(c), len(c)) for c in _chunks(path, offset)))
-    except GitCallError as e:
+        return _native.write_pack(qrepo, _chunks(path, offset))
+    except _native.GitCallError as e:
         raise BadInput(f"{path}: the pack is corrupt or truncated ({e})") from None
 
 

@@ -6,13 +6,12 @@ The mempack route (mempack.py) held every object in memory and then ran libgit2'
 whose delta search costs most of the time; loose objects cost a file, a link and a 4 KB block
 each. Here each blob is compressed once (zlib level 1, as fast as git's loose objects) and
 appended to `objects/pack/tmp-tc-*.pack`; `finish()` writes the object count and the trailer
-and hands the file, in 1 MiB chunks, to libgit2's indexer (libgit2.write_pack), which writes the
+and hands the file, in 1 MiB chunks, to libgit2's indexer (_native.write_pack), which writes the
 .idx and moves the pack in place. Memory stays at one file's buffer whatever the workspace
 holds; `compress` deltifies later. `available()` is False where the ctypes indexer is not.
 """
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import os
 import struct
@@ -21,14 +20,15 @@ import zlib
 
 import pygit2
 
-from . import libgit2 as lg2
+from . import _native
 
 BLOB = 3
 CHUNK = 1 << 20
 
 
 def available() -> bool:
-    return os.environ.get("TC_PACKWRITER", "on").lower() not in ("0", "off", "false", "no") and bool(lg2.lib())
+    return (os.environ.get("TC_PACKWRITER", "on").lower() not in ("0", "off", "false", "no")
+            and _native.has(_native.INDEXER))
 
 
 class PackWriter:
@@ -75,14 +75,9 @@ class PackWriter:
             self.f.flush()
             self.f.seek(0)
 
-            def chunks():
-                for chunk in iter(lambda: self.f.read(CHUNK), b""):
-                    buf = ctypes.create_string_buffer(chunk, len(chunk))
-                    yield ctypes.cast(buf, ctypes.c_void_p), len(chunk)
-
             try:
-                return lg2.write_pack(self.repo, chunks())
-            except lg2.GitCallError as e:
+                return _native.write_pack(self.repo, iter(lambda: self.f.read(CHUNK), b""))
+            except _native.GitCallError as e:
                 raise pygit2.GitError(f"first-snapshot pack: {e}") from None
         finally:
             self.close()

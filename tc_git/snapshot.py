@@ -26,12 +26,9 @@ import time
 from dataclasses import dataclass, field
 
 import pygit2
-from pygit2 import ffi
 from pygit2.enums import DeltaStatus, DiffOption, FileMode
-from pygit2.errors import check_error
-from pygit2.ffi import C
 
-from . import mempack, packwriter
+from . import _native, mempack, packwriter
 from .policy import Left, Policy
 from .refs import STORE_DIRNAME
 
@@ -39,10 +36,6 @@ READ_ATTEMPTS = 4  # reads of a file whose stat data moves while it is read, bef
 DIFF_ATTEMPTS = 3  # libgit2 diffs that fail on a vanishing file, before the Python walk takes over
 _GONE = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)
 _NONE = object()
-
-
-def decode_path(raw) -> str:
-    return ffi.string(raw).decode("utf-8", "surrogateescape")
 
 
 @dataclass
@@ -169,14 +162,7 @@ class _Run:
     def index_stats(self) -> dict[str, tuple]:
         """path -> (mode, size, mtime s, mtime ns, ctime s, ctime ns, ino) of every index entry."""
         if self._stats is None:
-            out = {}
-            cidx = self.idx._index
-            for i in range(C.git_index_entrycount(cidx)):
-                e = C.git_index_get_byindex(cidx, i)
-                out[ffi.string(e.path).decode("utf-8", "surrogateescape")] = (
-                    e.mode, e.file_size, e.mtime.seconds, e.mtime.nanoseconds, e.ctime.seconds,
-                    e.ctime.nanoseconds, e.ino)
-            self._stats = out
+            self._stats = _native.index_stats(self.idx)
         return self._stats
 
     def tracked_dirs(self) -> set[str]:
@@ -453,14 +439,9 @@ def _same_stat(cached: tuple, st) -> bool:
     """git's stat-cache comparison (what libgit2's diff does before it would hash)."""
     mode, size, ms, mns, cs, cns, ino = cached
     return (mode == _git_mode(st) and size == st.st_size & 0xFFFFFFFF
-            and ms == _secs(st.st_mtime_ns) and mns == st.st_mtime_ns % 1_000_000_000
-            and cs == _secs(st.st_ctime_ns) and cns == st.st_ctime_ns % 1_000_000_000
+            and ms == _native.entry_seconds(st.st_mtime_ns) and mns == st.st_mtime_ns % 1_000_000_000
+            and cs == _native.entry_seconds(st.st_ctime_ns) and cns == st.st_ctime_ns % 1_000_000_000
             and ino == st.st_ino & 0xFFFFFFFF)
-
-
-def _secs(ns: int) -> int:
-    s = ns // 1_000_000_000
-    return max(-(1 << 31), min((1 << 31) - 1, s))
 
 
 # A file changed within this long before it was read may change again with the very same
@@ -474,36 +455,11 @@ RACY_NS = 3_000_000_000
 def _index_add(idx: pygit2.Index, rel: str, oid: pygit2.Oid, st) -> None:
     """Add an entry with the stat data of `st` (pygit2's IndexEntry carries none, and zeros
     would make every later save read the file again)."""
-    e = ffi.new("git_index_entry *")
-    e.ctime.seconds, e.ctime.nanoseconds = _secs(st.st_ctime_ns), st.st_ctime_ns % 1_000_000_000
-    e.mtime.seconds, e.mtime.nanoseconds = _secs(st.st_mtime_ns), st.st_mtime_ns % 1_000_000_000
-    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS:
-        e.mtime.seconds, e.mtime.nanoseconds = 0, 0  # racily clean: read again next time
-    e.dev, e.ino = st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF
-    e.uid, e.gid = st.st_uid & 0xFFFFFFFF, st.st_gid & 0xFFFFFFFF
-    e.mode = _git_mode(st)
-    e.file_size = st.st_size & 0xFFFFFFFF
-    ffi.buffer(ffi.addressof(e, "id"))[:] = oid.raw
-    path = ffi.new("char[]", rel.encode("utf-8", "surrogateescape"))
-    e.path = path
-    check_error(C.git_index_add(idx._index, e))
+    _native.index_add(idx, rel, oid, _git_mode(st), st, RACY_NS)
 
 
 def _ignored(repo: pygit2.Repository, rel: str) -> bool:
-    try:
-        return repo.path_is_ignored(rel)
-    except UnicodeEncodeError:  # a name that is not UTF-8: pygit2 cannot pass it, ctypes can
-        import ctypes
-
-        from . import libgit2 as lg2
-
-        lg = lg2.lib()
-        if not lg:
-            return False
-        out = ctypes.c_int(0)
-        lg2.check(lg.git_ignore_path_is_ignored(ctypes.byref(out), lg2.repo_ptr(repo),
-                                                rel.encode("utf-8", "surrogateescape")))
-        return bool(out.value)
+    return _native.path_is_ignored(repo, rel)
 
 
 def _dirs_of(paths) -> set[str]:

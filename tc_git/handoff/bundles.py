@@ -187,7 +187,7 @@ def import_bundle(store: Store, path: Path, rename, merge) -> dict:
                                    f"{'missing from the pack' if obj is None else 'not a commit'}")
             try:
                 bundle_mod.check_connected(q, list(h.refs.values()), [o for o, _ in h.prerequisites])
-            except (bundle_mod.GitCallError, KeyError, pygit2.GitError) as e:
+            except (KeyError, pygit2.GitError) as e:
                 raise BadInput(f"refusing {path.name}: incomplete history ({e})") from None
             for t in tasks:
                 if entry_of(q[h.refs[head_ref(t)]]) is None:
