@@ -184,8 +184,12 @@ class _Builder:
             cid = p.get("call_id") or p.get("id")
             if isinstance(cid, str):
                 self.names[cid] = name
-            return Event("tool_call", "", tool_name=name, tool_input=_json_or_str(args) if t == "function_call"
-                         else args, call_id=cid if isinstance(cid, str) else None)
+            inp = _json_or_str(args) if t == "function_call" else args
+            # arguments that are not JSON (a sanitiser's placeholder) stay a string: say it was a
+            # function call, or a written rollout would turn it into a freeform (custom) call
+            meta = {"raw_arguments": True} if t == "function_call" and isinstance(inp, str) else {}
+            return Event("tool_call", "", tool_name=name, tool_input=inp, call_id=cid if isinstance(cid, str) else None,
+                         meta=meta)
         if t in ("function_call_output", "custom_tool_call_output", "tool_search_output"):
             return self._output(p)
         if t == "reasoning":

@@ -206,6 +206,8 @@ def codex_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
                 item(ts, {"type": "local_shell_call", "call_id": cid, "status": "completed", "action": inp})
             elif name == "web_search":
                 item(ts, {"type": "web_search_call", "id": cid, "status": "completed", "action": inp})
+            elif isinstance(inp, str) and meta.get("raw_arguments"):  # a function call whose arguments were not JSON
+                item(ts, {"type": "function_call", "call_id": cid, "name": name, "arguments": inp})
             elif isinstance(inp, str):  # freeform input (apply_patch): a custom tool call
                 custom.add(cid or "")
                 item(ts, {"type": "custom_tool_call", "call_id": cid, "name": name, "input": inp})
@@ -230,6 +232,11 @@ def codex_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
                 p["message"] = text
                 if rec.get("history") is not None:
                     p["replacement_history"] = rec["history"]
+                elif not meta.get("compacted"):  # another agent's compaction (Claude Code's summary):
+                    # after it that model saw the summary and nothing before it; say so to Codex,
+                    # which otherwise rebuilds the context from every earlier user message
+                    p["replacement_history"] = [{"type": "message", "role": "user",
+                                                 "content": [{"type": "input_text", "text": text}]}]
                 out.append({"timestamp": _iso(ts), "type": "compacted", "payload": p})
         elif kind == "system" and text.startswith("turn aborted: "):
             event(ts, {"type": "turn_aborted", "reason": text[len("turn aborted: "):]})
