@@ -99,13 +99,20 @@ def test_manifests_agree():
 
 
 def test_plugin_hooks_call_the_hook_entry():
+    """The plugin's hooks start tc-hook, the console script pip wrote for the Python that
+    installed tc-git (`tc-hook.exe` on Windows), with no shell script in between and no
+    ${CLAUDE_PLUGIN_ROOT} path (Claude Code runs hooks with Git Bash on Windows, where that
+    variable holds backslashes): the same command on every platform, and the same handlers
+    `tc-git hooks install` writes, but found on PATH (a plugin cannot know where tc-git lives)."""
+    from tc_git.cli.hooks import claude_config
+
     cfg = json.loads((REPO / "hooks" / "hooks.json").read_text())["hooks"]
-    assert set(cfg) == {"SessionStart", "PostToolUse", "PreCompact", "SessionEnd"}
+    assert cfg == claude_config(["tc-hook"], "linux") == claude_config(["tc-hook"], "win32")
     for groups in cfg.values():
         for g in groups:
             for h in g["hooks"]:
-                assert h["type"] == "command" and '"${CLAUDE_PLUGIN_ROOT}/hooks/run.sh"' in h["command"]
-    assert (REPO / "hooks" / "run.sh").stat().st_mode & 0o111
+                assert h["type"] == "command" and h["command"].split()[0] == "tc-hook", h
+    assert not list((REPO / "hooks").glob("*.sh")) and not list((REPO / "hooks").glob("*.cmd"))
 
 
 def test_snippets_match_the_installer():
@@ -115,64 +122,26 @@ def test_snippets_match_the_installer():
     assert json.loads((REPO / "hooks" / "codex-hooks.json").read_text()) == {"hooks": codex_config(["tc-hook"])}
 
 
-def test_run_sh_never_fails_without_tc_git(tmp_path):
-    ev = json.dumps({"hook_event_name": "SessionStart", "cwd": str(tmp_path), "source": "startup"})
-    r = subprocess.run(["/bin/sh", str(REPO / "hooks" / "run.sh"), "session-start"], input=ev, text=True,
-                       capture_output=True, env={"PATH": "/nonexistent", "HOME": str(tmp_path)})
-    assert r.returncode == 0 and r.stdout == "" and "install tc-git" in r.stderr
+def test_plugin_hook_runs_through_the_console_script(tmp_path):
+    """The plugin's SessionStart command as the agent's shell runs it, with the venv's bin on
+    PATH; iproute2's `tc` earlier on PATH is never involved."""
+    import sys
 
-
-def test_run_sh_ignores_iproute2_tc(tmp_path):
-    """`tc` is also Linux traffic control (an ELF binary in /usr/sbin): never run it."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     shutil.copy("/bin/false", bindir / "tc")
-    ev = json.dumps({"hook_event_name": "SessionStart", "cwd": str(tmp_path), "source": "startup"})
-    r = subprocess.run(["/bin/sh", str(REPO / "hooks" / "run.sh"), "session-start"], input=ev, text=True,
-                       capture_output=True, env={"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path)})
-    assert r.returncode == 0 and r.stdout == "" and "install tc-git" in r.stderr
-
-
-def test_run_sh_uses_tc_hook_when_on_path(tmp_path):
-    import sys
-
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "tc-hook").write_text(f"#!/bin/sh\nexec {sys.executable} -P -m tc_git.hooks \"$@\"\n")
-    (bindir / "tc-hook").chmod(0o755)
     from tc_git.engine import Engine
 
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "f").write_text("x")
-    Engine(ws).init("via run.sh")
+    Engine(ws).init("via the console script")
+    cmd = json.loads((REPO / "hooks" / "hooks.json").read_text())["hooks"]["SessionStart"][0]["hooks"][0]["command"]
     ev = json.dumps({"hook_event_name": "SessionStart", "cwd": str(ws), "source": "startup", "session_id": "s"})
-    r = subprocess.run(["/bin/sh", str(REPO / "hooks" / "run.sh"), "session-start"], input=ev, text=True,
-                       capture_output=True, env=clean_env(PATH=f"{bindir}:/usr/bin:/bin"))
+    r = subprocess.run(["/bin/sh", "-c", cmd], input=ev, text=True, capture_output=True,
+                       env=clean_env(PATH=f"{bindir}:{os.path.dirname(sys.executable)}:/usr/bin:/bin"))
     assert r.returncode == 0, r.stderr
-    assert "via run.sh" in json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
-
-
-def test_run_sh_uses_the_interpreter_of_the_tc_git_script(tmp_path):
-    """No tc-hook on PATH: run.sh reads the `tc-git` console script's shebang and runs the hook
-    module with that interpreter (never the slow full CLI)."""
-    import sys
-
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "tc-git").write_text(f"#!{sys.executable}\nraise SystemExit('the full CLI must not run')\n")
-    (bindir / "tc-git").chmod(0o755)
-    from tc_git.engine import Engine
-
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "f").write_text("x")
-    Engine(ws).init("via shebang")
-    ev = json.dumps({"hook_event_name": "SessionStart", "cwd": str(ws), "source": "startup", "session_id": "s"})
-    r = subprocess.run(["/bin/sh", str(REPO / "hooks" / "run.sh"), "session-start"], input=ev, text=True,
-                       capture_output=True, env=clean_env(PATH=f"{bindir}:/usr/bin:/bin"))
-    assert r.returncode == 0, r.stderr
-    assert "via shebang" in json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "via the console script" in json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
 
 
 # ----------------------------------------------------------------------------- the CLI judge
@@ -201,7 +170,7 @@ def test_marketplace_add_install_details(claude, home, tmp_path):
     assert settings["enabledPlugins"] == {"tc-git@tc-git": True}
     installed = json.loads((home / ".claude" / "plugins" / "installed_plugins.json").read_text())
     path = Path(installed["plugins"]["tc-git@tc-git"][0]["installPath"])
-    assert (path / "hooks" / "hooks.json").is_file() and (path / "hooks" / "run.sh").is_file()
+    assert (path / "hooks" / "hooks.json").is_file()
     assert (path / "skills" / "tc-git" / "SKILL.md").read_text() == (REPO / "SKILL.md").read_text()
     # the installed plugin's own hook command, as Claude Code would run it
     import sys

@@ -2,7 +2,7 @@
 
 Install merges tc-git's hooks into the agent's settings file without touching anything else:
 our handlers are recognised by their command (`tc-hook`, `tc hook`, `tc_git.hooks`, the
-plugin's `hooks/run.sh`), re-installing replaces them in place, and uninstall removes only
+plugin's former `hooks/run.sh`), re-installing replaces them in place, and uninstall removes only
 them. The file is rewritten atomically in its own formatting; the version before our first edit
 is kept in tc-git's state directory (userfiles.py), so uninstall can put it back byte for byte.
 """
@@ -36,23 +36,66 @@ def is_ours(handler) -> bool:
 
 
 # ----------------------------------------------------------------------------- configuration
-def entry_command() -> list[str]:
-    """How the agent should start the hook: the `tc-hook` script next to this interpreter when
-    installed (no PATH lookup, no version-manager shim), else this interpreter with `-m`."""
-    bindir = Path(sys.executable).parent
-    script = bindir / "tc-hook"
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
+def entry_command(platform: str = sys.platform) -> list[str]:
+    """How the agent should start the hook: the `tc-hook` console script of the Python that
+    runs this (`tc-hook.exe` on Windows; pip writes that interpreter's absolute path into it),
+    by absolute path: no PATH lookup, no version-manager shim, no shell script in between.
+    Looked for beside the interpreter (venv, pipx), then in the install scheme's scripts
+    directory and the user scheme's (`pip install --user`). Else the interpreter with `-m`."""
+    import sysconfig
+
+    name = "tc-hook.exe" if platform == "win32" else "tc-hook"
+    dirs = [Path(sys.executable).parent]
+    for scheme in (None, f"{'nt' if platform == 'win32' else 'posix'}_user"):
+        try:
+            d = sysconfig.get_path("scripts", scheme) if scheme else sysconfig.get_path("scripts")
+        except KeyError:
+            continue
+        if d and Path(d) not in dirs:
+            dirs.append(Path(d))
+    for bindir in dirs:
+        script = bindir / name
+        if script.is_file() and (platform == "win32" or (os.access(script, os.X_OK) and _runs_this_python(script))):
+            return [str(script)]
     return [sys.executable, "-P", "-m", "tc_git.hooks"]
 
 
-def _cmd(base: list[str], event: str, agent: str | None = None) -> str:
-    return shlex.join(base + [event] + (["--agent", agent] if agent else []))
+def _runs_this_python(script: Path) -> bool:
+    """A POSIX console script names its interpreter in its `#!` line: only ours will do (the
+    user scheme's bin directory is shared by every Python of the user)."""
+    try:
+        with open(script, "rb") as f:
+            first = f.readline(4096)
+    except OSError:
+        return False
+    if not first.startswith(b"#!"):
+        return True  # a binary launcher: nothing to compare
+    interp = first[2:].strip().split(b" ")[0].decode("utf-8", "surrogateescape")
+    # the same interpreter in the same directory (`python3` beside `python` in one venv), not
+    # only the same file: a venv's python is a link to the base interpreter, with other packages
+    same_dir = os.path.dirname(os.path.abspath(interp)) == os.path.dirname(os.path.abspath(sys.executable))
+    return same_dir and os.path.realpath(interp) == os.path.realpath(sys.executable)
 
 
-def claude_config(base: list[str] | None = None) -> dict:
-    """The `hooks` object for a Claude Code settings file."""
-    base = base or entry_command()
+def _cmd(base: list[str], event: str, agent: str | None = None, shell: str = "sh") -> str:
+    """One command line for the agent's shell: `sh` (POSIX shells, and Git Bash, which Claude
+    Code runs hooks with on Windows) or `cmd` (Codex on Windows runs them with %COMSPEC% /C)."""
+    argv = base + [event] + (["--agent", agent] if agent else [])
+    if shell == "cmd":
+        import subprocess
+
+        return subprocess.list2cmdline(argv)
+    return shlex.join(argv)
+
+
+def claude_config(base: list[str] | None = None, platform: str = sys.platform) -> dict:
+    """The `hooks` object for a Claude Code settings file. On Windows Claude Code runs hooks
+    with Git Bash: forward slashes there (a backslash path is mangled by the shell)."""
+    base = base or entry_command(platform)
+    if platform == "win32":
+        from pathlib import PureWindowsPath
+
+        base = [PureWindowsPath(base[0]).as_posix(), *base[1:]]
     c = lambda ev: _cmd(base, ev)  # noqa: E731
     return {
         "SessionStart": [{"matcher": "startup|resume|compact|clear",
@@ -68,10 +111,11 @@ def claude_config(base: list[str] | None = None) -> dict:
     }
 
 
-def codex_config(base: list[str] | None = None) -> dict:
+def codex_config(base: list[str] | None = None, platform: str = sys.platform) -> dict:
     """The `hooks` object for Codex `hooks.json` (same shape as Claude Code's)."""
-    base = base or entry_command()
-    c = lambda ev: _cmd(base, ev, "codex")  # noqa: E731
+    base = base or entry_command(platform)
+    shell = "cmd" if platform == "win32" else "sh"
+    c = lambda ev: _cmd(base, ev, "codex", shell)  # noqa: E731
     return {
         "SessionStart": [{"matcher": "startup|resume|clear|compact",
                           "hooks": [{"type": "command", "command": c("session-start"), "timeout": 30}]}],
