@@ -146,10 +146,10 @@ class Engine:
             return {"count": 0, "files": []}  # libgit2 walks identical trees (~50 ms at 50k files)
         if old_tree is None:
             old_tree = self.repo[EMPTY_TREE] if EMPTY_TREE in self.repo else None
-        if old_tree is None:
-            diff = new_tree.diff_to_tree(swap=True)
-        else:
-            diff = self.repo.diff(old_tree, new_tree)
+        if old_tree is not None and len(old_tree):  # only the subtrees that differ are walked
+            items = [{"path": p, "status": s} for p, s in snapshot_mod.tree_changes(self.repo, old_tree, new_tree)]
+            return {"count": len(items), "files": items[:cap]}
+        diff = new_tree.diff_to_tree(swap=True) if old_tree is None else self.repo.diff(old_tree, new_tree)
         items = [{"path": d.new_file.path or d.old_file.path, "status": d.status_char()} for d in diff.deltas]
         out = {"count": len(items), "files": items[:cap]}
         return out
@@ -406,8 +406,8 @@ class Engine:
         else:  # right after a snapshot (the hook's cache): what differs is what the drifts since changed
             paths, total = _unsaved
             if base is not None and base.oid != head.oid:
-                d = self.repo.diff(self.repo[base.oid].tree, self.repo[head.oid].tree)
-                every = sorted({x.new_file.path or x.old_file.path for x in d.deltas} - left | set(paths))
+                d = snapshot_mod.tree_changes(self.repo, self.repo[base.oid].tree, self.repo[head.oid].tree)
+                every = sorted({p for p, _s in d} - left | set(paths))
                 paths, total = every[:MAX_LIST], len(every)
         warnings = []
         journal = self.store.read_json("restore-journal.json", None)
@@ -676,8 +676,8 @@ class Engine:
         """After a selective restore: nothing outside the selection moved (else something else
         wrote meanwhile) and the selection now equals the target (except what was reported)."""
         def paths(a, b):
-            return [d.new_file.path or d.old_file.path for d in self.repo.diff(a, b).deltas
-                    if restore_mod.GITLINK not in (d.old_file.mode, d.new_file.mode)]
+            return [d.path for d in snapshot_mod.tree_deltas(self.repo, a, b)
+                    if restore_mod.GITLINK not in (d.old_mode, d.new_mode)]
 
         outside = [p for p in paths(pre_tree, after_tree) if not restore_mod.in_selection(p, sel)]
         known = {f["path"] for f in failed} | {u["path"] for u in plan.unrestorable}

@@ -14,9 +14,10 @@ import stat as stat_mod
 from dataclasses import dataclass, field
 
 import pygit2
-from pygit2.enums import DeltaStatus, DiffOption, FileMode
+from pygit2.enums import FileMode
 
 from . import pathsafe, wsfs
+from .snapshot import tree_deltas
 
 GITLINK = FileMode.COMMIT
 
@@ -105,26 +106,26 @@ def make_plan(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, le
     plan = Plan()
     left = set(left_paths)
     # TYPECHANGE: a file that became a link (or back) is one replacement, not a delete + add
-    for d in repo.diff(pre, target, flags=DiffOption.INCLUDE_TYPECHANGE).deltas:
-        old, new = d.old_file, d.new_file
-        if GITLINK in (old.mode, new.mode):
+    # only the subtrees that differ are walked (snapshot.tree_deltas: libgit2's diff walks all)
+    for d in tree_deltas(repo, pre, target, typechange=True):
+        if GITLINK in (d.old_mode, d.new_mode):
             continue  # nested repositories are never touched
-        if paths is not None and not in_selection(new.path or old.path, paths):
+        if paths is not None and not in_selection(d.path, paths):
             continue
-        if d.status == DeltaStatus.DELETED:
-            plan.to_delete.append(old.path)
-        elif d.status == DeltaStatus.ADDED:
-            if new.path in pre:
+        if d.status == "D":
+            plan.to_delete.append(d.path)
+        elif d.status == "A":
+            if d.path in pre:
                 # on disk as a captured directory (file <-> directory swap): the plan deletes
                 # its files first, then writes this one
-                plan.to_replace.append((new.path, new.id, new.mode))
-            elif new.path in left or _present(root, new.path):
-                plan.unrestorable.append({"path": new.path, "reason": "present in the workspace but not captured "
+                plan.to_replace.append((d.path, d.new_id, d.new_mode))
+            elif d.path in left or _present(root, d.path):
+                plan.unrestorable.append({"path": d.path, "reason": "present in the workspace but not captured "
                                           "(ignored, sensitive or too large): left as it is"})
             else:
-                plan.to_write.append((new.path, new.id, new.mode))
+                plan.to_write.append((d.path, d.new_id, d.new_mode))
         else:  # MODIFIED, TYPECHANGE (and mode-only changes)
-            plan.to_replace.append((new.path, new.id, new.mode))
+            plan.to_replace.append((d.path, d.new_id, d.new_mode))
     return plan
 
 
