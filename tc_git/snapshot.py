@@ -427,8 +427,9 @@ def _take(repo: pygit2.Repository, policy: Policy, progress, pack, paths=None, w
         if cands is None:
             run.idx.read(True)  # start from the index on disk, not a half-refreshed one
             cands, scan = run.walk_candidates(), "walk"
-    for rel in dict.fromkeys(cands):
-        run.refresh(rel)
+    with policy.one_allowlist():
+        for rel in dict.fromkeys(cands):
+            run.refresh(rel)
     return run.finish(pack, t0, scan, partial=paths is not None)
 
 
