@@ -19,8 +19,8 @@ from . import restore as restore_mod
 from . import snapshot as snapshot_mod
 from . import validate
 from .errors import BadInput, Conflict, NotFound, TaskClosed
-from .policy import Left, Policy, exclude_file, validate_excludes
-from .refs import EMPTY_TREE, MILESTONES_PREFIX, POINTER_FILE, STORE_DIRNAME, session_ref
+from .policy import Policy, validate_excludes
+from .refs import EMPTY_TREE, MILESTONES_PREFIX, POINTER_FILE, session_ref
 from .resume import handoff_text
 from .secrets import redact_fields
 from .store import Store, atomic_write, check_root, locate
@@ -77,58 +77,11 @@ class Engine:
 
     def _snapshot(self, task: dict, paths=None) -> snapshot_mod.Snapshot:
         """Snapshot the workspace under the task's exclude patterns (only `paths`, if given)."""
-        store_rel = None
-        if self.store.inside_workspace() and self.store.path.resolve() != self.root / STORE_DIRNAME:
-            store_rel = self.store.path.resolve().relative_to(self.root).as_posix()
-        text = exclude_file(task.get("exclude"), store_rel)
-        path = self.store.path / "info" / "exclude"
-        try:
-            current = path.read_text()
-        except FileNotFoundError:
-            current = None
-        if current != text:
-            atomic_write(path, text.encode(), 0o600)
-            if self.journal is not None:  # what is ignored changed: every path may mean something else
-                self.journal.untrust("exclude patterns changed")
-            repo = self.store.reopen()  # libgit2 caches ignore rules per repository handle
-            # add_all never drops entries that became ignored (git add -A keeps tracked files),
-            # so a task whose patterns exclude more must forget them here.
-            idx = repo.index
-            idx.read(False)
-            gone = [e.path for e in idx if repo.path_is_ignored(e.path)]
-            for p in gone:
-                idx.remove(p)
-            if gone:
-                idx.write()
-        self.policy.large_cache = self.store.read_json("large-files.json", {})
-        snap = self._take(paths)
-        if any(x.why == "large" for x in snap.left):
-            keep = {k: v for k, v in self.policy.large_cache.items()
-                    if any(k.startswith(x.path + "\0") for x in snap.left)}
-            self.store.write_json("large-files.json", keep)
-        return snap
+        return snapshot_mod.of_workspace(self.store, self.policy, task.get("exclude"), self.progress,
+                                         self.journal, paths)
 
     journal = None  # the MCP server's change journal for this workspace (tc_git/journal.py)
     _git_watched = False  # inside a call whose user-git fingerprint is taken as a whole (_watch_user_git)
-
-    def _take(self, paths=None) -> snapshot_mod.Snapshot:
-        """A snapshot of `paths`, or of what the change journal says changed, or of everything."""
-        journal = self.journal
-        if journal is None:
-            return snapshot_mod.take(self.repo, self.policy, self.progress, paths)
-        refresh = journal.begin(self.store.path) if paths is None else list(paths)
-        try:
-            snap = snapshot_mod.take(self.repo, self.policy, self.progress, refresh)
-        except BaseException:
-            journal.untrust("a snapshot failed")
-            raise
-        if refresh is not None and snap.partial:
-            left, nested = journal.end(snap, self.store.path, refresh)
-            if paths is None:  # complete again: what the journal knew plus what was refreshed
-                snap.left, snap.nested, snap.partial, snap.scan = left, nested, False, "journal"
-        else:
-            journal.end(snap, self.store.path, None)
-        return snap
 
     def _base(self) -> str | None:
         """The user's HEAD commit, if the workspace is in a git repository (read-only)."""
@@ -348,16 +301,7 @@ class Engine:
                 raise TaskClosed(f"task {tl.task_id} is closed: nothing to capture; start a new task with tc_init")
             snap = self._snapshot(head.record.get("task", {}), paths=paths)
             if snap.partial:  # what the refresh did not look at is as the last record found it
-                files = head.record.get("files") or {}
-                fresh = set(paths)
-
-                def stale(p):
-                    return p in fresh or any(p.startswith(f + "/") for f in fresh)
-
-                snap.left = sorted([Left(**x) for x in files.get("left", []) if not stale(x["path"])] + snap.left,
-                                   key=lambda x: x.path)
-                snap.nested = {**{x["path"]: x.get("head") for x in files.get("nested", [])
-                                  if not stale(x["path"])}, **snap.nested}
+                snapshot_mod.carry_forward(snap, head.record.get("files") or {}, paths)
             base = {"partial": bool(partial), "waiting": False, "skipped_paths": self._skipped(snap),
                     "unstable": snap.unstable[:MAX_LIST]}  # kept at their last version: never held still
             if self.repo[head.oid].tree_id == snap.tree:
@@ -410,11 +354,9 @@ class Engine:
                 every = sorted({p for p, _s in d} - left | set(paths))
                 paths, total = every[:MAX_LIST], len(every)
         warnings = []
-        journal = self.store.read_json("restore-journal.json", None)
-        if journal and journal.get("task") == tl.task_id:
-            warnings.append(f"a restore to {journal['target']} was interrupted; the workspace may be partly "
-                            f"restored. Undo it with tc_restore drift_id={journal['undo']} apply=true, "
-                            f"or run the restore again")
+        interrupted = restore_mod.RestoreJournal(self.store).interrupted(tl.task_id)
+        if interrupted:
+            warnings.append(interrupted)
         info = {
             "task_id": tl.task_id, "name": task.get("name", ""), "status": self._status(tl, head),
             "goal": task.get("goal", ""), "constraints": task.get("constraints", ""), "head": head.step,
@@ -577,13 +519,9 @@ class Engine:
             left = [x.path for x in snap.left] + list(snap.nested)
             target_tree = self.repo[target.oid].tree
             if sel:
-                self._check_selection(sel, self.repo[snap.tree], target_tree, target.id, left)
-            try:
-                plan = restore_mod.screen(restore_mod.make_plan(self.repo, self.repo[snap.tree], target_tree, left,
-                                                                sel), self.repo.workdir)
-            except pygit2.GitError as e:  # a tree libgit2 cannot parse: a corrupt or tampered store
-                raise BadInput(f"{target.id} cannot be restored: its tree is unreadable ({e}); nothing was written. "
-                               f"`git --git-dir={self.store.path} fsck` names the broken object") from None
+                restore_mod.check_selection(sel, self.repo[snap.tree], target_tree, target.id, left, self.root)
+            plan = restore_mod.plan_for(self.repo, self.repo[snap.tree], target_tree, left, sel, target.id,
+                                        self.store.path)
             out = {"applied": False, "recovered": None, "target": target.id, "target_commit": str(target.oid),
                    "plan": plan.as_dict(limit), "skipped_paths": self._skipped(snap), "paths": sel,
                    "not_in_target": self._left_out(tl.record(target.oid), limit),
@@ -592,25 +530,34 @@ class Engine:
                 out["undo_of"] = _undo_of
             if not apply:
                 return out
-            # 1. the workspace as it is, unsaved work included, becomes a restore point
-            pre_oid, undo_id, _ = self._drift(tl, head, snap, title=f"before restore to {target.id}",
-                                              restore_point=True)
-            journal = {"task": tl.task_id, "target": target.id, "undo": undo_id, "pre": str(pre_oid),
-                       "time": time.time()}
-            self.store.write_json("restore-journal.json", journal)
+            done = self._apply_restore(tl, head, target, snap, plan, sel, _undo_of)
+        # a restore with failures is not applied: the restore point (undo) brings back what was there
+        failed, after, check = done["failed"], done.pop("after"), done.pop("check")
+        out.update({"applied": not failed, "recovered": done["undo_id"], "undo": {"drift_id": done["undo_id"]},
+                    "commit": done["commit"], "failed": failed[:limit], "plan": plan.as_dict(limit),
+                    "unstable": sorted(set(snap.unstable) | set(after.unstable))[:limit],
+                    "restore_id": done["restore_id"]})
+        if check is not None:
+            out["check"] = check
+        return out
+
+    def _apply_restore(self, tl: Timeline, head: Entry, target: Entry, snap, plan, sel, undo_of) -> dict:
+        """The restore transaction (under the lock): restore point, journal, files, restore commit."""
+        task = head.record.get("task", {})
+        # 1. the workspace as it is, unsaved work included, becomes a restore point
+        pre_oid, undo_id, _ = self._drift(tl, head, snap, title=f"before restore to {target.id}", restore_point=True)
+        with restore_mod.RestoreJournal(self.store).applying(tl.task_id, target.id, undo_id, pre_oid):
             # 2. files, one atomic replace at a time
             failed = restore_mod.apply_plan(self.repo, plan)
             # 3. what is on disk now, as the restore commit
             # only what the plan touched can differ from `snap`: a full walk again costs ~0.2 s at 50k
-            touched = plan.to_delete + [p for p, _o, _m in plan.to_write + plan.to_replace]
+            touched = restore_mod.touched(plan)
             if sel:  # a full walk: the check below must see paths outside the selection too
-                after = self._snapshot(head.record.get("task", {}))
+                after = self._snapshot(task)
             else:
-                after = self._snapshot(head.record.get("task", {}), paths=touched) if touched else snap
-            if after.partial:  # the other uncaptured paths are as `snap` found them
-                keep = set(touched)
-                after.left = sorted([x for x in snap.left if x.path not in keep] + after.left, key=lambda x: x.path)
-                after.nested = snap.nested
+                after = self._snapshot(task, paths=touched) if touched else snap
+            if after.partial:
+                restore_mod.carry_left(after, snap, touched)
             h = tl.head()
             restore_id = tl.next_restore_id(h.record)
             counters = dict(h.record.get("counters") or {"steps": 0, "drifts": 0}, restores=int(restore_id[1:]))
@@ -618,29 +565,20 @@ class Engine:
             # another tree walk (~45 ms at 50k files)
             changed = (plan.changes(exclude={f["path"] for f in failed}, cap=MAX_LIST) if after.partial
                        else self._files_changed(self.repo[h.oid].tree, self.repo[after.tree]))
-            check = (self._check_restored(sel, snap.tree, after.tree, target_tree, plan, failed)
-                     if sel else None)
-            title = f"to {target.id}" + (f" ({_count(sel, 'path')}: {', '.join(sel[:3])}"
-                                         f"{', ...' if len(sel) > 3 else ''})" if sel else "")
-            if _undo_of:
-                title = f"undo {_undo_of[:10]}: " + title
+            target_tree = self.repo[target.oid].tree
+            check = (restore_mod.check_restored(self.repo, sel, snap.tree, after.tree, target_tree, plan, failed,
+                                                MAX_LIST) if sel else None)
             # a selective restore leaves the rest of the workspace where it was: same current step
             rec = self._record(tl, h, step=h.step if sel else target.step,
                                target={"id": target.id, "commit": str(target.oid)},
                                restore=restore_id, counters=counters,
                                undo=undo_id, failed=failed[:MAX_LIST], files=after.note(), changed=changed,
-                               title=title, paths=sel, undo_of=_undo_of, check=check)
+                               title=restore_mod.title(target.id, sel, undo_of), paths=sel, undo_of=undo_of,
+                               check=check)
             oid = tl.append("restore", after.tree, rec)
             self._cache_handoff(tl, after)
-            os.unlink(self.store.state_dir / "restore-journal.json")
-        # a restore with failures is not applied: the restore point (undo) brings back what was there
-        out.update({"applied": not failed, "recovered": undo_id, "undo": {"drift_id": undo_id},
-                    "commit": str(oid), "failed": failed[:limit], "plan": plan.as_dict(limit),
-                    "unstable": sorted(set(snap.unstable) | set(after.unstable))[:limit],
-                    "restore_id": restore_id})
-        if check is not None:
-            out["check"] = check
-        return out
+        return {"failed": failed, "after": after, "check": check, "undo_id": undo_id, "commit": str(oid),
+                "restore_id": restore_id}
 
     def undo(self, apply: bool = False, limit: int = MAX_LIST) -> dict:
         """Reverse the most recent applied restore (or import) of the active task: a restore to
@@ -658,32 +596,6 @@ class Engine:
             return self.restore(drift_id=rec["undo"], apply=apply, limit=limit, paths=rec.get("paths"),
                                 _undo_of=str(e.oid))
         raise NotFound(f"nothing to undo: task {tl.task_id} has no applied restore or import")
-
-    def _check_selection(self, sel: list[str], pre, target_tree, target_id: str, left) -> None:
-        """A selected path must name something in the target or in the workspace's snapshot."""
-        def has(tree, p):
-            try:
-                return p in tree
-            except (UnicodeError, ValueError):
-                return False
-
-        for p in sel:
-            if not has(pre, p) and not has(target_tree, p) and not restore_mod.in_selection(p, left):
-                raise NotFound(f"path {p!r} is neither in {target_id} nor in the workspace (as captured); "
-                               f"paths are relative to the workspace root {self.root}")
-
-    def _check_restored(self, sel, pre_tree, after_tree, target_tree, plan, failed) -> dict:
-        """After a selective restore: nothing outside the selection moved (else something else
-        wrote meanwhile) and the selection now equals the target (except what was reported)."""
-        def paths(a, b):
-            return [d.path for d in snapshot_mod.tree_deltas(self.repo, a, b)
-                    if restore_mod.GITLINK not in (d.old_mode, d.new_mode)]
-
-        outside = [p for p in paths(pre_tree, after_tree) if not restore_mod.in_selection(p, sel)]
-        known = {f["path"] for f in failed} | {u["path"] for u in plan.unrestorable}
-        differs = [p for p in paths(target_tree, after_tree) if restore_mod.in_selection(p, sel) and p not in known]
-        return {"ok": not outside and not differs, "outside_changed": outside[:MAX_LIST],
-                "outside_changed_count": len(outside), "differs_from_target": differs[:MAX_LIST]}
 
     # ------------------------------------------------------------------ compress
     def compress(self, keep_seconds: int = 604800, minimum: int = 20, maximum: int = 50) -> dict:
@@ -1122,10 +1034,6 @@ class Engine:
         if code:
             out["restore"] = self.checkout(point, restore_code=True, apply=apply, limit=1)["restore"]
         return out
-
-
-def _count(items, word: str) -> str:
-    return f"{len(items)} {word}{'s' if len(items) != 1 else ''}"
 
 
 def _watch_user_git(fn):

@@ -9,14 +9,17 @@ libgit2's REMOVE_UNTRACKED deletes nested repositories, `.git` included.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import stat as stat_mod
+import time
 from dataclasses import dataclass, field
 
 import pygit2
 from pygit2.enums import FileMode
 
 from . import pathsafe, wsfs
+from .errors import BadInput, NotFound
 from .snapshot import tree_deltas
 
 GITLINK = FileMode.COMMIT
@@ -242,3 +245,93 @@ def apply_plan(repo: pygit2.Repository, plan: Plan) -> list[dict]:
         plan.to_delete = [x for x in plan.to_delete if x not in gone]
         plan.unrestorable.extend(kept)
     return failed
+
+
+# ---------------------------------------------------------------------------- the transaction
+# The engine runs a restore as: snapshot (pre) -> plan -> [restore point commit -> journal ->
+# apply_plan -> refresh what the plan touched -> restore commit -> journal removed]. What below
+# needs no timeline lives here; the commits are the engine's (they carry its agent and session).
+JOURNAL = "restore-journal.json"
+
+
+class RestoreJournal:
+    """`tc/restore-journal.json`, present only while a restore applies its plan. A crash (or a
+    kill) in between leaves it behind, and `resume` of that task then says how to undo (the
+    restore point, written before the first file) or to run the restore again."""
+
+    def __init__(self, store):
+        self.store = store
+
+    @contextlib.contextmanager
+    def applying(self, task_id: str, target_id: str, undo_id: str, pre_oid):
+        self.store.write_json(JOURNAL, {"task": task_id, "target": target_id, "undo": undo_id, "pre": str(pre_oid),
+                                        "time": time.time()})
+        yield
+        os.unlink(self.store.state_dir / JOURNAL)  # only when the restore commit is written
+
+    def interrupted(self, task_id: str) -> str | None:
+        """The warning for `task_id` if one of its restores was interrupted, else None."""
+        j = self.store.read_json(JOURNAL, None)
+        if not j or j.get("task") != task_id:
+            return None
+        return (f"a restore to {j['target']} was interrupted; the workspace may be partly "
+                f"restored. Undo it with tc_restore drift_id={j['undo']} apply=true, "
+                f"or run the restore again")
+
+
+def plan_for(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, left, sel, target_id: str,
+             store_path) -> Plan:
+    """The screened plan from the snapshot `pre` to `target`; an unreadable tree is BadInput."""
+    try:
+        return screen(make_plan(repo, pre, target, left, sel), repo.workdir)
+    except pygit2.GitError as e:  # a tree libgit2 cannot parse: a corrupt or tampered store
+        raise BadInput(f"{target_id} cannot be restored: its tree is unreadable ({e}); nothing was written. "
+                       f"`git --git-dir={store_path} fsck` names the broken object") from None
+
+
+def check_selection(sel: list[str], pre, target_tree, target_id: str, left, root) -> None:
+    """A selected path must name something in the target or in the workspace's snapshot."""
+    def has(tree, p):
+        try:
+            return p in tree
+        except (UnicodeError, ValueError):
+            return False
+
+    for p in sel:
+        if not has(pre, p) and not has(target_tree, p) and not in_selection(p, left):
+            raise NotFound(f"path {p!r} is neither in {target_id} nor in the workspace (as captured); "
+                           f"paths are relative to the workspace root {root}")
+
+
+def touched(plan: Plan) -> list[str]:
+    """The paths an applied plan wrote or deleted: only these can differ from the pre snapshot."""
+    return plan.to_delete + [p for p, _o, _m in plan.to_write + plan.to_replace]
+
+
+def carry_left(after, pre, paths) -> None:
+    """After refreshing only `paths`: the other uncaptured paths are as the pre snapshot found them."""
+    keep = set(paths)
+    after.left = sorted([x for x in pre.left if x.path not in keep] + after.left, key=lambda x: x.path)
+    after.nested = pre.nested
+
+
+def check_restored(repo: pygit2.Repository, sel, pre_tree, after_tree, target_tree, plan: Plan, failed,
+                   cap: int) -> dict:
+    """After a selective restore: nothing outside the selection moved (else something else
+    wrote meanwhile) and the selection now equals the target (except what was reported)."""
+    def paths(a, b):
+        return [d.path for d in tree_deltas(repo, a, b) if GITLINK not in (d.old_mode, d.new_mode)]
+
+    outside = [p for p in paths(pre_tree, after_tree) if not in_selection(p, sel)]
+    known = {f["path"] for f in failed} | {u["path"] for u in plan.unrestorable}
+    differs = [p for p in paths(target_tree, after_tree) if in_selection(p, sel) and p not in known]
+    return {"ok": not outside and not differs, "outside_changed": outside[:cap],
+            "outside_changed_count": len(outside), "differs_from_target": differs[:cap]}
+
+
+def title(target_id: str, sel, undo_of: str | None) -> str:
+    """The restore commit's title: its target, the selection, what it undoes."""
+    out = f"to {target_id}"
+    if sel:
+        out += f" ({len(sel)} path{'s' if len(sel) != 1 else ''}: {', '.join(sel[:3])}{', ...' if len(sel) > 3 else ''})"
+    return f"undo {undo_of[:10]}: " + out if undo_of else out

@@ -30,7 +30,8 @@ import pygit2
 from pygit2.enums import DeltaStatus, DiffOption, FileMode
 
 from . import _native, mempack, packwriter
-from .policy import Left, Policy
+from .fsutil import atomic_write
+from .policy import Left, Policy, exclude_file
 from .refs import STORE_DIRNAME
 
 READ_ATTEMPTS = 4  # reads of a file whose stat data moves while it is read, before it is `unstable`
@@ -625,3 +626,80 @@ def _as_tree(repo: pygit2.Repository, t) -> pygit2.Tree:
 def tree_changes(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree) -> list[tuple[str, str]]:
     """(path, status char) of every file that differs (see tree_deltas)."""
     return [(d.path, d.status) for d in tree_deltas(repo, old, new)]
+
+
+# ---------------------------------------------------------------------------- the store's side
+# What every snapshot the engine takes needs around `take`: the task's exclude patterns in the
+# store's info/exclude, the large-file hash cache, the change journal, and the left-out lists of
+# a partial refresh carried forward.
+def of_workspace(store, policy: Policy, exclude, progress=None, journal=None, paths=None) -> Snapshot:
+    """Snapshot the store's workspace under a task's `exclude` patterns (only `paths`, if given)."""
+    _sync_excludes(store, exclude, journal)
+    policy.large_cache = store.read_json("large-files.json", {})
+    snap = _take_journaled(store, policy, progress, journal, paths)
+    if any(x.why == "large" for x in snap.left):
+        keep = {k: v for k, v in policy.large_cache.items()
+                if any(k.startswith(x.path + "\0") for x in snap.left)}
+        store.write_json("large-files.json", keep)
+    return snap
+
+
+def _sync_excludes(store, exclude, journal) -> None:
+    root = store.workspace
+    store_rel = None
+    if store.inside_workspace() and store.path.resolve() != root / STORE_DIRNAME:
+        store_rel = store.path.resolve().relative_to(root).as_posix()
+    text = exclude_file(exclude, store_rel)
+    path = store.path / "info" / "exclude"
+    try:
+        current = path.read_text()
+    except FileNotFoundError:
+        current = None
+    if current == text:
+        return
+    atomic_write(path, text.encode(), 0o600)
+    if journal is not None:  # what is ignored changed: every path may mean something else
+        journal.untrust("exclude patterns changed")
+    repo = store.reopen()  # libgit2 caches ignore rules per repository handle
+    # add_all never drops entries that became ignored (git add -A keeps tracked files),
+    # so a task whose patterns exclude more must forget them here.
+    idx = repo.index
+    idx.read(False)
+    gone = [e.path for e in idx if repo.path_is_ignored(e.path)]
+    for p in gone:
+        idx.remove(p)
+    if gone:
+        idx.write()
+
+
+def _take_journaled(store, policy: Policy, progress, journal, paths) -> Snapshot:
+    """A snapshot of `paths`, or of what the change journal says changed, or of everything."""
+    if journal is None:
+        return take(store.repo, policy, progress, paths)
+    refresh = journal.begin(store.path) if paths is None else list(paths)
+    try:
+        snap = take(store.repo, policy, progress, refresh)
+    except BaseException:
+        journal.untrust("a snapshot failed")
+        raise
+    if refresh is not None and snap.partial:
+        left, nested = journal.end(snap, store.path, refresh)
+        if paths is None:  # complete again: what the journal knew plus what was refreshed
+            snap.left, snap.nested, snap.partial, snap.scan = left, nested, False, "journal"
+    else:
+        journal.end(snap, store.path, None)
+    return snap
+
+
+def carry_forward(snap: Snapshot, files: dict, fresh) -> None:
+    """After a refresh of `fresh` paths only: the left-out and nested paths it did not look at are
+    as the last note (`files`, a commit's `files` record) found them."""
+    fresh = set(fresh)
+
+    def stale(p):
+        return p in fresh or any(p.startswith(f + "/") for f in fresh)
+
+    snap.left = sorted([Left(**x) for x in files.get("left", []) if not stale(x["path"])] + snap.left,
+                       key=lambda x: x.path)
+    snap.nested = {**{x["path"]: x.get("head") for x in files.get("nested", []) if not stale(x["path"])},
+                   **snap.nested}
