@@ -518,7 +518,7 @@ class Engine:
             snap = self._snapshot(head.record.get("task", {}))
             left = [x.path for x in snap.left] + list(snap.nested)
             target_tree = self.repo[target.oid].tree
-            if sel:
+            if sel and not _undo_of:  # an undo's paths are its restore's, even where that restore wrote nothing
                 restore_mod.check_selection(sel, self.repo[snap.tree], target_tree, target.id, left, self.root)
             plan = restore_mod.plan_for(self.repo, self.repo[snap.tree], target_tree, left, sel, target.id,
                                         self.store.path)

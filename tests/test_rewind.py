@@ -99,6 +99,23 @@ def test_undo_of_a_whole_restore_and_of_nothing(ws, engine):
     assert tree_state(ws) == restored
 
 
+def test_undo_of_a_selective_restore_that_wrote_nothing(ws, engine):
+    """The selection d/x failed (d is a file now), so neither the restore point nor the workspace
+    holds d/x: the undo still runs over the restore's paths (found by the property test below)."""
+    engine.init("undo")
+    (ws / "d").mkdir()
+    write(ws, "d/x", "")
+    engine.save("d/x")
+    (ws / "d" / "x").unlink()
+    (ws / "d").rmdir()
+    write(ws, "d", "now a file")
+    before = tree_state(ws)
+    r = engine.restore(1, paths=["d/x"], apply=True)
+    assert [f["path"] for f in r["failed"]] == ["d/x"] and tree_state(ws) == before
+    u = engine.undo(apply=True)
+    assert u["undo_of"] == r["commit"] and tree_state(ws) == before
+
+
 def test_selection_refusals_write_nothing(ws, engine):
     _history(ws, engine)
     store = engine.store.path
