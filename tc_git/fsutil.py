@@ -2,6 +2,7 @@
 them without loading pygit2."""
 from __future__ import annotations
 
+import errno
 import os
 import time
 
@@ -13,13 +14,21 @@ def atomic_write(path, data: bytes, mode: int = 0o600) -> None:
     path = os.fspath(path)
     head, name = os.path.split(path)
     tmp = os.path.join(head, f".{name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), mode)
     try:
-        os.write(fd, data)
+        view = memoryview(data)
+        while view:  # os.write may write less than asked
+            n = os.write(fd, view)
+            if n <= 0:
+                raise OSError(errno.ENOSPC, "no progress writing: disk full?", path)
+            view = view[n:]
         os.fsync(fd)
-        os.fchmod(fd, mode)  # O_CREAT's mode is filtered by the umask
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, mode)  # O_CREAT's mode is filtered by the umask
     finally:
         os.close(fd)
+    if not hasattr(os, "fchmod"):  # Windows before Python 3.13: by path (only read-only means anything)
+        os.chmod(tmp, mode)
     os.replace(tmp, path)
 
 

@@ -300,7 +300,9 @@ def on_session_end(event: dict, place: Place, agent: str) -> dict | None:
         proc = subprocess.Popen(
             [sys.executable, "-P", "-m", "tc_git.hooks", "_worker", json.dumps(payload)],
             stdin=subprocess.DEVNULL, stdout=logf or subprocess.DEVNULL, stderr=logf or subprocess.DEVNULL,
-            cwd=place.root, start_new_session=True, close_fds=True)
+            cwd=place.root, start_new_session=True, close_fds=True,
+            # Windows has no sessions: a detached process in its own group outlives the hook's console
+            creationflags=getattr(subprocess, "DETACHED_PROCESS", 0) | getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0))
     finally:
         if logf:
             logf.close()

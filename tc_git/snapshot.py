@@ -435,11 +435,17 @@ def _take(repo: pygit2.Repository, policy: Policy, progress, pack, paths=None, w
 
 
 # --------------------------------------------------------------------------- helpers
+# Windows has neither O_NOFOLLOW nor O_NONBLOCK: there the inode check after the open and the
+# lstat after the read catch a file swapped for a link meanwhile (links are never read as files)
+_READ_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+               | getattr(os, "O_BINARY", 0))
+
+
 def _read_once(full: str, st) -> bytes | None:
     """The file's bytes, if it held still while read (same inode, size, mtime and ctime as
     `st` before and after); None if it moved. Never follows a link, never blocks on a FIFO
     swapped in since the lstat."""
-    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(full, _READ_FLAGS)
     try:
         fst = os.fstat(fd)
         if fst.st_ino != st.st_ino or not stat_mod.S_ISREG(fst.st_mode):

@@ -14,6 +14,13 @@ and the target keeps its old content.
 A directory holding `.git` (at any level below the root) is a nested repository: nothing under
 it is written or deleted (`Unrestorable`). Neither is anything in a protected directory (the
 store), nor a name `pathsafe` refuses.
+
+Where the OS has no descriptor-relative calls (Windows: no `dir_fd`, no `O_DIRECTORY`, no
+`O_NOFOLLOW`), `_PathOps` does the same with full paths: every directory on the way is lstat'ed
+and refused if it is a link or a junction, and the parent's identity is checked again right
+before each rename or unlink. Between that check and the call a swap can still redirect the
+operation (a window of microseconds the descriptor version does not have). `TC_WSFS=paths`
+selects it here too, so the tests run it on Linux.
 """
 from __future__ import annotations
 
@@ -25,7 +32,7 @@ import stat as stat_mod
 
 from . import pathsafe
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _MAX_CACHED = 512
 FSYNC_ENV = "TC_RESTORE_FSYNC"
 FSYNC_MIN_BYTES = 1 << 20
@@ -51,6 +58,132 @@ def _umask() -> int:
     return m
 
 
+class _FdOps:
+    """POSIX: every call relative to the descriptor of its directory; links never followed."""
+
+    kind = "fd"
+    _DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | _CLOEXEC
+
+    def root(self, path: str):
+        return os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
+
+    def child_dir(self, part: str, h):
+        return os.open(part, self._DIR, dir_fd=h)
+
+    def mkdir(self, part: str, h) -> None:
+        os.mkdir(part, 0o777, dir_fd=h)
+
+    def stat(self, name: str, h):
+        return os.stat(name, dir_fd=h, follow_symlinks=False)
+
+    def fstat(self, h):
+        return os.fstat(h)
+
+    def listdir(self, h) -> list[str]:
+        return os.listdir(h)
+
+    def unlink(self, name: str, h) -> None:
+        os.unlink(name, dir_fd=h)
+
+    def rmdir(self, name: str, h) -> None:
+        os.rmdir(name, dir_fd=h)
+
+    def symlink(self, target, name: str, h) -> None:
+        os.symlink(target, name, dir_fd=h)
+
+    def readlink(self, name: str, h):
+        return os.readlink(name, dir_fd=h)
+
+    def create(self, name: str, h) -> int:
+        return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | _CLOEXEC,
+                       0o600, dir_fd=h)
+
+    def chmod(self, fd: int, name: str, h, mode: int) -> None:
+        os.fchmod(fd, mode)
+
+    def replace(self, src: str, dst: str, h) -> None:
+        os.replace(src, dst, src_dir_fd=h, dst_dir_fd=h)
+
+    def close(self, h) -> None:
+        os.close(h)
+
+
+_REPARSE_POINT = 0x400  # FILE_ATTRIBUTE_REPARSE_POINT: a symlink or a junction on Windows
+
+
+class _PathOps(_FdOps):
+    """No descriptor-relative calls (Windows): full paths, each directory lstat'ed on the way
+    and refused if it is a link or a junction. The handle of a directory is its path."""
+
+    kind = "paths"
+
+    def root(self, path: str):
+        if not stat_mod.S_ISDIR(os.stat(path).st_mode):
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory", path)
+        return os.path.abspath(path)
+
+    def child_dir(self, part: str, h):
+        p = os.path.join(h, part)
+        st = os.lstat(p)
+        if stat_mod.S_ISLNK(st.st_mode) or getattr(st, "st_file_attributes", 0) & _REPARSE_POINT:
+            raise OSError(errno.ELOOP, "a link, not followed", p)
+        if not stat_mod.S_ISDIR(st.st_mode):
+            raise OSError(errno.ENOTDIR, "not a directory", p)
+        return p
+
+    def mkdir(self, part: str, h) -> None:
+        os.mkdir(os.path.join(h, part), 0o777)
+
+    def stat(self, name: str, h):
+        return os.lstat(os.path.join(h, name))
+
+    def fstat(self, h):
+        return os.lstat(h)
+
+    def listdir(self, h) -> list[str]:
+        return os.listdir(h)
+
+    def unlink(self, name: str, h) -> None:
+        os.unlink(os.path.join(h, name))
+
+    def rmdir(self, name: str, h) -> None:
+        os.rmdir(os.path.join(h, name))
+
+    def symlink(self, target, name: str, h) -> None:
+        os.symlink(target, os.path.join(h, name))
+
+    def readlink(self, name: str, h):
+        return os.readlink(os.path.join(h, name))
+
+    def create(self, name: str, h) -> int:
+        return os.open(os.path.join(h, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+                       | getattr(os, "O_NOFOLLOW", 0) | _CLOEXEC, 0o600)
+
+    def chmod(self, fd: int, name: str, h, mode: int) -> None:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, mode)
+        else:  # Windows before 3.13: only the read-only bit means anything there
+            os.chmod(os.path.join(h, name), mode)
+
+    def replace(self, src: str, dst: str, h) -> None:
+        os.replace(os.path.join(h, src), os.path.join(h, dst))
+
+    def close(self, h) -> None:
+        pass
+
+
+def _ops() -> _FdOps:
+    """Descriptor-relative calls where the OS has them, full paths elsewhere (`TC_WSFS`:
+    `fd` or `paths` forces one)."""
+    forced = os.environ.get("TC_WSFS", "").strip().lower()
+    if forced == "paths":
+        return _PathOps()
+    if forced == "fd" or (os.open in os.supports_dir_fd and os.unlink in os.supports_dir_fd
+                          and hasattr(os, "O_DIRECTORY") and hasattr(os, "O_NOFOLLOW")):
+        return _FdOps()
+    return _PathOps()
+
+
 def _split(rel: str) -> tuple[str, str]:
     parent, _, name = rel.rpartition("/")
     return parent, name
@@ -61,8 +194,9 @@ class Workspace:
 
     def __init__(self, root, protect=(), rules: str | None = None, fsync: bool | None = None):
         self.root = os.fspath(root)
-        self.root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
-        self._fds: dict[str, int] = {"": self.root_fd}
+        self.ops = _ops()
+        self.root_fd = self.ops.root(self.root)
+        self._fds: dict = {"": self.root_fd}
         self._nested: dict[str, bool] = {"": False}  # the root's own .git is the user's repository
         self._ids: dict[str, tuple[int, int]] = {}  # dir -> (st_dev, st_ino) when opened
         self._protect = set()
@@ -91,7 +225,7 @@ class Workspace:
     def close(self) -> None:
         for fd in self._fds.values():
             try:
-                os.close(fd)
+                self.ops.close(fd)
             except OSError:
                 pass
         self._fds.clear()
@@ -106,7 +240,7 @@ class Workspace:
         """Drop cached descriptors of `rel_dir` and everything below it."""
         for k in [k for k in self._fds if k and (k == rel_dir or k.startswith(rel_dir + "/"))]:
             try:
-                os.close(self._fds.pop(k))
+                self.ops.close(self._fds.pop(k))
             except OSError:
                 pass
             self._nested.pop(k, None)
@@ -116,20 +250,19 @@ class Workspace:
     def _trim(self) -> None:
         if len(self._fds) > _MAX_CACHED:
             for k in [k for k in self._fds if k]:
-                os.close(self._fds.pop(k))
+                self.ops.close(self._fds.pop(k))
                 self._nested.pop(k, None)
 
-    @staticmethod
-    def _has_git(fd: int) -> bool:
+    def _has_git(self, fd) -> bool:
         try:
-            os.stat(".git", dir_fd=fd, follow_symlinks=False)
+            self.ops.stat(".git", fd)
             return True
         except FileNotFoundError:
             return False
         except NotADirectoryError:
             return False
 
-    def open_dir(self, rel_dir: str, create: bool = False) -> int:
+    def open_dir(self, rel_dir: str, create: bool = False):
         """The descriptor of a directory of the workspace, reached without following any link.
 
         Raises FileNotFoundError (absent and not `create`), Refused (a link or a file in the
@@ -156,20 +289,20 @@ class Workspace:
             if self._nested[cur]:
                 raise Unrestorable(f"{cur}/ is a nested git repository: left as it is")
             try:
-                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                child = self.ops.child_dir(part, fd)
             except FileNotFoundError:
                 if not create:
                     raise
                 try:
-                    os.mkdir(part, 0o777, dir_fd=fd)
+                    self.ops.mkdir(part, fd)
                 except FileExistsError:
                     pass  # made by someone else meanwhile: the O_NOFOLLOW open below judges it
                 child = self._open_child(part, fd, nxt)
             except OSError as e:
                 raise self._refused(e, nxt) from None
-            st = os.fstat(child)
+            st = self.ops.fstat(child)
             if (st.st_dev, st.st_ino) in self._protect:
-                os.close(child)
+                self.ops.close(child)
                 raise Unrestorable(f"{nxt}/ is the tc-git store: never written by a restore")
             self._fds[nxt] = child
             self._ids[nxt] = (st.st_dev, st.st_ino)
@@ -194,9 +327,9 @@ class Workspace:
             self._forget(rel_dir)
             raise Refused(errno.ESTALE, f"{rel_dir}/ was moved or replaced while the restore ran: left as it is")
 
-    def _open_child(self, part: str, fd: int, nxt: str) -> int:
+    def _open_child(self, part: str, fd, nxt: str):
         try:
-            return os.open(part, _DIR_FLAGS, dir_fd=fd)
+            return self.ops.child_dir(part, fd)
         except OSError as e:
             raise self._refused(e, nxt) from None
 
@@ -212,16 +345,16 @@ class Workspace:
         return self._nested.get(rel_dir, False)
 
     # ------------------------------------------------------------------ case-insensitive rules
-    def _listing(self, rel_dir: str, fd: int) -> dict[str, str]:
+    def _listing(self, rel_dir: str, fd) -> dict[str, str]:
         names = self._names.get(rel_dir)
         if names is None:
             names = {}
-            for n in os.listdir(fd):
+            for n in self.ops.listdir(fd):
                 names.setdefault(pathsafe.fold_key(n, self.rules), n)
             self._names[rel_dir] = names
         return names
 
-    def _collides(self, rel_dir: str, fd: int, name: str) -> str | None:
+    def _collides(self, rel_dir: str, fd, name: str) -> str | None:
         if self.rules == "posix":
             return None
         other = self._listing(rel_dir, fd).get(pathsafe.fold_key(name, self.rules))
@@ -248,7 +381,7 @@ class Workspace:
         parent, name = _split(rel)
         try:
             fd = self.open_dir(parent)
-            return os.stat(name, dir_fd=fd, follow_symlinks=False)
+            return self.ops.stat(name, fd)
         except (OSError, Unrestorable):
             return None
 
@@ -263,13 +396,13 @@ class Workspace:
         if self._nested[parent]:
             raise Unrestorable(f"{parent}/ is a nested git repository: left as it is")
         try:
-            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            st = self.ops.stat(name, fd)
         except FileNotFoundError:
             return False
         if stat_mod.S_ISDIR(st.st_mode):
             raise Refused(errno.EISDIR, "is now a directory: left as it is")
         self._unmoved(parent)
-        os.unlink(name, dir_fd=fd)
+        self.ops.unlink(name, fd)
         self._note(parent, name, False)
         return True
 
@@ -284,7 +417,7 @@ class Workspace:
                     if self._nested[parent]:
                         break
                     self._forget(d)
-                    os.rmdir(name, dir_fd=fd)
+                    self.ops.rmdir(name, fd)
                     self._note(parent, name, False)
                 except (OSError, Unrestorable):
                     break
@@ -306,7 +439,7 @@ class Workspace:
         if other:
             raise Unrestorable(f"collides with {other!r} on a case-insensitive file system ({self.rules} rules)")
         try:
-            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            st = self.ops.stat(name, fd)
         except FileNotFoundError:
             st = None
         if create and st is not None and not stat_mod.S_ISDIR(st.st_mode):
@@ -319,7 +452,7 @@ class Workspace:
                 raise Unrestorable(f"{sub}/ is a nested git repository: left as it is")
             self._forget(sub)
             try:
-                os.rmdir(name, dir_fd=fd)
+                self.ops.rmdir(name, fd)
             except OSError as e:
                 if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
                     raise Refused(e.errno, "a directory with uncaptured content is there: left as it is") from None
@@ -329,17 +462,16 @@ class Workspace:
         made = False
         try:
             if mode == pathsafe.MODE_LINK:
-                os.symlink(data, tmp, dir_fd=fd)
+                self.ops.symlink(data, tmp, fd)
                 made = True
-                if os.fsencode(os.readlink(tmp, dir_fd=fd)) != bytes(data):
+                if os.fsencode(self.ops.readlink(tmp, fd)) != bytes(data):
                     raise Refused(errno.EIO, "the symlink reads back differently: not written")
             else:
-                wfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                              | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=fd)
+                wfd = self.ops.create(tmp, fd)
                 made = True
                 try:
                     _write_all(wfd, data)
-                    os.fchmod(wfd, (0o777 if mode == pathsafe.MODE_EXEC else 0o666) & ~self.umask)
+                    self.ops.chmod(wfd, tmp, fd, (0o777 if mode == pathsafe.MODE_EXEC else 0o666) & ~self.umask)
                     if self.fsync == "all" or (self.fsync == "large" and len(data) >= FSYNC_MIN_BYTES):
                         os.fsync(wfd)
                     size = os.fstat(wfd).st_size
@@ -350,17 +482,17 @@ class Workspace:
             self._unmoved(parent)
             if create:  # checked again as late as possible: the window left is a few microseconds
                 try:
-                    os.stat(name, dir_fd=fd, follow_symlinks=False)
+                    self.ops.stat(name, fd)
                     raise Unrestorable(_APPEARED)
                 except FileNotFoundError:
                     pass
-            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            self.ops.replace(tmp, name, fd)
             made = False
             self._note(parent, name, True)
         finally:
             if made:
                 try:
-                    os.unlink(tmp, dir_fd=fd)
+                    self.ops.unlink(tmp, fd)
                 except OSError:
                     pass
 

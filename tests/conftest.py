@@ -32,8 +32,9 @@ TC = [sys.executable, "-c", "import sys; from tc_git.cli import main; sys.exit(m
 
 def clean_env(**extra) -> dict:
     """The caller's environment without GIT_* / TC_* leaks, plus `extra`."""
-    # TC_NATIVE is the suite's own mode switch (`.ci/run` reruns tests with TC_NATIVE=off): keep it
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "TC_")) or k == "TC_NATIVE"}
+    # TC_NATIVE and TC_WSFS are the suite's own mode switches (`.ci/run` reruns tests with the
+    # native paths off and workspace writes by full paths): keep them
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "TC_")) or k in ("TC_NATIVE", "TC_WSFS")}
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
