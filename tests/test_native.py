@@ -198,3 +198,32 @@ def test_native_off_takes_the_fallbacks_and_gives_the_same_result(tmp_path):
                             "print(json.dumps({'tree': str(e.repo[r['commit']].tree_id), 'changed': r['changed']}))"
                             % str(off["ws"]), TC_NATIVE="on"))
     assert third == {"tree": off["second"]["tree"], "changed": 0}, third
+
+
+def test_nothing_else_goes_below_pygit2s_public_api():
+    """ONE boundary: no other module of tc_git imports ctypes or pygit2's cffi, or touches
+    pygit2's private handles (`_pointer`, `_index`). Read from the source with ast."""
+    import ast
+    from pathlib import Path
+
+    import tc_git
+
+    found = []
+    for p in sorted(Path(tc_git.__file__).parent.rglob("*.py")):
+        if p.name == "_native.py":
+            continue
+        rel = p.relative_to(Path(tc_git.__file__).parent)
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Attribute) and node.attr in ("_pointer", "_index"):
+                found.append(f"{rel}:{node.lineno}: .{node.attr}")
+                continue
+            else:
+                continue
+            for n in names:
+                if n.split(".")[0] in ("ctypes", "cffi", "_cffi_backend") or n.startswith(("pygit2.ffi", "pygit2._")):
+                    found.append(f"{rel}:{node.lineno}: import {n}")
+    assert found == [], "below pygit2's public API outside tc_git/_native.py:\n" + "\n".join(found)
