@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("domain", ["timeline", "snapshot", "restore", "compress", "resume", "handoff", "handoff.*", "handoff_cache",
                 "view", "diffstat", "gitguard", "journal", "trajectory", "trajectory.*"]),
     ("policy", ["policy", "secrets"]),
-    ("storage/native", ["store", "discover", "bundle", "mempack", "packwriter", "_native", "wsfs", "pathsafe",
+    ("storage/native", ["store", "discover", "bundle", "packs", "mempack", "packwriter", "_native", "wsfs", "pathsafe",
                         "lockfile"]),
     ("base", ["__init__", "errors", "refs", "recordrules", "validate", "jsonsafe", "fsutil"]),
 ]

@@ -15,7 +15,7 @@ import pygit2
 from pygit2.enums import ObjectType
 
 from .. import bundle as bundle_mod
-from .. import validate
+from .. import packs, validate
 from ..errors import BadInput, Conflict, NotFound
 from ..refs import NOTES_REF, task_of_ref
 from ..secrets import redact_text
@@ -123,16 +123,44 @@ def export(store: Store, task_id: str, info: dict, to, since=None) -> dict:
             sp = Path(os.path.expanduser(str(since))).resolve()
             if sp.is_dir():
                 sp = find_bundle(sp)
-            h = bundle_mod.read_header(sp)
+            h = _read_header(sp)
             tips = set(h.refs.values()) | {p for p, _ in h.prerequisites}
             prereqs = sorted(t for t in tips if t in repo and repo[t].type == ObjectType.COMMIT)
-        stats = bundle_mod.write_bundle(repo, dest, {k: str(v) for k, v in refs.items()}, prereqs)
+        stats = _write_bundle(repo, dest, {k: str(v) for k, v in refs.items()}, prereqs)
     md, note = _write_handoff(dest, task_id, handoff_markdown(info, dest, refs, bool(prereqs)).encode())
     return {"task_id": task_id, "path": str(dest), "handoff": str(md), "refs": {k: str(v) for k, v in refs.items()},
             **({"note": note} if note else {}),
             "prerequisites": prereqs, "incremental": bool(prereqs),
             "objects": stats["objects"], "bytes": stats["bytes"], "seconds": round(time.perf_counter() - t0, 3),
             "continue": f"tc-git import {dest}"}
+
+
+def _read_header(path: Path) -> bundle_mod.Header:
+    try:
+        with open(path, "rb") as f:
+            return bundle_mod.read_header(f, path)
+    except OSError as e:
+        raise BadInput(f"cannot read bundle {path}: {e.strerror or e}") from e
+
+
+def _write_bundle(repo: pygit2.Repository, path: Path, refs: dict[str, str], prerequisites=()) -> dict:
+    """Write a v2 bundle of `refs` (name -> oid) to `path` (complete or absent: a temporary
+    file renamed), leaving out what `prerequisites` reach."""
+    prereq = [str(p) for p in prerequisites]
+    n, pack = packs.build(repo, refs.values(), prereq).data()
+    subjects = [(p, repo[p].message.split("\n", 1)[0] if p in repo else "") for p in prereq]
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            size = bundle_mod.write(f, refs, subjects, pack)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return {"objects": n, "bytes": size}
 
 
 def find_bundle(d: Path) -> Path:
@@ -160,7 +188,7 @@ def import_bundle(store: Store, path: Path, rename, merge) -> dict:
     make it active. Everything is checked in a quarantine first; a refusal writes nothing."""
     if path.is_dir():
         path = find_bundle(path)
-    h = bundle_mod.read_header(path)
+    h = _read_header(path)
     bad = [r for r in h.refs if not valid_ref(r)]
     if bad:
         raise BadInput(f"refusing {path.name}: references outside refs/checkpoints/* and {NOTES_REF}: "
@@ -178,7 +206,7 @@ def import_bundle(store: Store, path: Path, rename, merge) -> dict:
     lock = store.lock() if store.exists else contextlib.nullcontext()
     with lock:
         with quarantine(store) as q:
-            count = bundle_mod.index_pack(q, path, h.pack_offset)
+            count = packs.index_pack(q, path, h.pack_offset)
             q = pygit2.Repository(q.path)
             for name, oid in h.refs.items():
                 obj = q.get(oid)
@@ -186,7 +214,7 @@ def import_bundle(store: Store, path: Path, rename, merge) -> dict:
                     raise BadInput(f"refusing {path.name}: {name} points to {oid[:12]}, "
                                    f"{'missing from the pack' if obj is None else 'not a commit'}")
             try:
-                bundle_mod.check_connected(q, list(h.refs.values()), [o for o, _ in h.prerequisites])
+                packs.check_connected(q, list(h.refs.values()), [o for o, _ in h.prerequisites])
             except (KeyError, pygit2.GitError) as e:
                 raise BadInput(f"refusing {path.name}: incomplete history ({e})") from None
             for t in tasks:

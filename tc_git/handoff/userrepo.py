@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pygit2
 
-from .. import bundle as bundle_mod
-from .. import gitguard
+from .. import gitguard, packs
 from ..refs import NOTES_REF
 from ..store import Store
 from .notes import merge_notes
@@ -34,10 +33,10 @@ def sync_into_repo(src: pygit2.Repository, gitdir: Path, refs: dict[str, pygit2.
     """Copy `refs` (and the objects they need) from the store into a repository on disk.
 
     Objects: ONE pack of what the target lacks, found by walking from the tips and stopping at
-    anything the target already has (its own commits' blobs and subtrees included), written
-    with PackBuilder (libgit2 cannot push into a non-bare repository). Refs: compare-and-swap
-    in one transaction; a task/milestone ref that diverged is reported, never overwritten; the
-    notes are merged.
+    anything the target already has (its own commits' blobs and subtrees included), written by
+    packs.build (libgit2 cannot push into a non-bare repository). Refs: compare-and-swap in one
+    transaction; a task/milestone ref that diverged is reported, never overwritten; the notes
+    are merged.
     """
     user = pygit2.Repository(str(gitdir), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
     odb = user.odb
@@ -45,12 +44,9 @@ def sync_into_repo(src: pygit2.Repository, gitdir: Path, refs: dict[str, pygit2.
     def have(oid):
         return oid in odb
 
-    objs = bundle_mod.reachable(src, list(refs.values()), (), have=have)
-    if objs:
-        pb = pygit2.PackBuilder(src)
-        for o in objs:
-            pb.add(o)
-        pb.write(str(gitguard.common_dir(Path(user.path)) / "objects" / "pack"))
+    count = packs.build(src, refs.values(), have=have).write_dir(
+        gitguard.common_dir(Path(user.path)) / "objects" / "pack")
+    if count:
         user = pygit2.Repository(str(gitdir), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
     updates: dict[str, tuple] = {}
     skipped: dict[str, str] = {}
@@ -69,7 +65,7 @@ def sync_into_repo(src: pygit2.Repository, gitdir: Path, refs: dict[str, pygit2.
         else:
             skipped[name] = f"{rel} in the target; left as it is"
     cas_update(user, updates, "tc-git: export")
-    return {"objects": len(objs), "updated": sorted(updates), "skipped": skipped, "notes": notes_state}
+    return {"objects": count, "updated": sorted(updates), "skipped": skipped, "notes": notes_state}
 
 
 def mirror_task(store: Store, task_id: str, label: str | None, verify: bool = True) -> dict:

@@ -1,0 +1,168 @@
+"""One pack builder and one indexer: what a receiver lacks, as one git pack (a bundle's, or the
+objects mirrored into the user's repository), and a pack read into a repository.
+
+`build(repo, tips, hides, have)` selects everything reachable from `tips` that the hidden
+commits do not reach (their trees included, like `git pack-objects --revs` with `^hide`) and
+that `have(oid)` says the receiver does not hold already. The pack comes out as bytes (`data`,
+a bundle's) or as a .pack/.idx pair in a directory (`write_dir`, the mirror's). Native
+(`_native` PACK: libgit2's revwalk, insert_walk and write_buf, in C) when only hidden commits
+limit the pack; a `have` filter needs a callback libgit2's walk lacks, so it, and TC_NATIVE=off,
+take the Python walk below and pygit2's PackBuilder. `index_pack` reads pack data into a
+repository's objects: libgit2's indexer (`_native` INDEXER), else `git index-pack`.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from . import _native
+from .errors import BadInput, Unavailable
+
+CHUNK = 4 << 20
+
+
+@dataclass
+class Pack:
+    """The objects `build` selected, packed on demand."""
+
+    repo: pygit2.Repository
+    tips: list
+    hides: list
+    have: object = None  # callable(oid) -> bool, or None
+
+    @property
+    def native(self) -> bool:
+        return self.have is None and _native.has(_native.PACK)
+
+    def objects(self) -> list:
+        return reachable(self.repo, self.tips, self.hides, self.have)
+
+    def data(self) -> tuple[int, bytes]:
+        """(object count, the pack's bytes)."""
+        if self.native:
+            return _native.pack_walk(self.repo, self.tips, self.hides)
+        objs = self.objects()
+        with tempfile.TemporaryDirectory() as td:
+            self._builder(objs).write(td)
+            return len(objs), Path(glob.glob(os.path.join(td, "pack-*.pack"))[0]).read_bytes()
+
+    def write_dir(self, pack_dir: str | os.PathLike) -> int:
+        """Write the pack and its index into `pack_dir` (a repository's objects/pack); returns the
+        object count (0: nothing written). libgit2 cannot push into a non-bare repository."""
+        objs = self.objects()
+        if objs:
+            self._builder(objs).write(str(pack_dir))
+        return len(objs)
+
+    def _builder(self, objs) -> pygit2.PackBuilder:
+        pb = pygit2.PackBuilder(self.repo)
+        for o in objs:
+            pb.add(o)
+        return pb
+
+
+def build(repo: pygit2.Repository, tips, hides=(), have=None) -> Pack:
+    """The pack of what is reachable from `tips`, down to `hides` and to what `have` holds."""
+    return Pack(repo, list(dict.fromkeys(str(t) for t in tips)), [str(h) for h in hides], have)
+
+
+def check_connected(repo: pygit2.Repository, tips, hides=()) -> int:
+    """Every object reachable from `tips` (down to the hidden commits) exists; returns the count.
+
+    The pack builder reads each object's header while collecting, so a missing object fails
+    here; nothing is written.
+    """
+    if not _native.has(_native.PACK):
+        return len(reachable(repo, tips, hides))
+    try:
+        return _native.count_walk(repo, tips, hides)
+    except _native.GitCallError as e:  # the same error type as the fallback's
+        raise pygit2.GitError(str(e)) from None
+
+
+def reachable(repo: pygit2.Repository, tips, hides=(), have=None) -> list:
+    """Pure-pygit2 object walk (fallback): objects from tips, stopping at hidden commits' content
+    and at objects `have(oid)` says the receiver already holds."""
+    seen: set = set()
+    stop: set = set()
+    for h in hides:
+        stop.add(h)
+        c = repo.get(h)
+        if c is not None and c.type == pygit2.enums.ObjectType.COMMIT:
+            stop.add(c.tree_id)
+    out = []
+
+    def tree(tid):
+        stack = [tid]
+        while stack:
+            t = stack.pop()
+            if t in seen or t in stop or (have and have(t)):
+                continue
+            seen.add(t)
+            out.append(t)
+            for e in repo[t]:
+                if e.type_str == "tree":
+                    stack.append(e.id)
+                elif e.type_str == "blob" and e.id not in seen and e.id not in stop and not (have and have(e.id)):
+                    seen.add(e.id)
+                    out.append(e.id)
+
+    stack = [pygit2.Oid(hex=str(t)) for t in tips]
+    while stack:
+        c = stack.pop()
+        if c in seen or c in stop or (have and have(c)):
+            continue
+        seen.add(c)
+        obj = repo[c]
+        out.append(c)
+        if obj.type == pygit2.enums.ObjectType.COMMIT:
+            tree(obj.tree_id)
+            stack.extend(obj.parent_ids)
+    return out
+
+
+
+def chunks(path: str | os.PathLike, offset: int = 0):
+    """The bytes of a file from `offset`, in CHUNK pieces."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        while True:
+            b = f.read(CHUNK)
+            if not b:
+                return
+            yield b
+
+
+def index_pack(qrepo: pygit2.Repository, path: Path, offset: int) -> int:
+    """Index the pack at `path[offset:]` into `qrepo`'s objects/pack (thin bases are looked up
+    through its odb, alternates included). Returns the object count. Raises BadInput when the
+    pack is corrupt or truncated."""
+    if not _native.has(_native.INDEXER):
+        return _index_pack_cli(qrepo, path, offset)
+    try:
+        return _native.write_pack(qrepo, chunks(path, offset))
+    except _native.GitCallError as e:
+        raise BadInput(f"{path}: the pack is corrupt or truncated ({e})") from None
+
+
+def _index_pack_cli(qrepo, path: Path, offset: int) -> int:
+    git = shutil.which("git")
+    if not git:
+        raise Unavailable("reading a bundle needs libgit2's indexer (pygit2 1.21 wheel) or the git CLI; neither found")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    with open(path, "rb") as f:
+        f.seek(offset)
+        r = subprocess.run([git, f"--git-dir={qrepo.path}", "index-pack", "--stdin", "--fix-thin"],
+                           stdin=f, capture_output=True, env=env)
+    if r.returncode:
+        raise BadInput(f"{path}: the pack is corrupt or truncated ({r.stderr.decode(errors='replace').strip()})")
+    with open(path, "rb") as f:
+        f.seek(offset + 8)
+        return int.from_bytes(f.read(4), "big")
