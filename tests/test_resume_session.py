@@ -20,7 +20,9 @@ from tc_git.trajectory.sessionfile import claude_lines, codex_lines, write_sessi
 
 CASES = ["claude-fasthooks-1.jsonl", "claude-ccviewer-1.jsonl", "claude-daaain-1.jsonl", "claude-daaain-4.jsonl",
          "claude-drmaciver-1.jsonl", "claude-daaain-3.jsonl", "codex-daaain-1.jsonl", "codex-daaain-2.jsonl",
-         "codex-daaain-3.jsonl", "codex-localpush-1.jsonl", "codex-agentsessions-1.jsonl"]
+         "codex-daaain-3.jsonl", "codex-localpush-1.jsonl", "codex-agentsessions-1.jsonl",
+         "claude-entire-1.jsonl", "claude-entire-2.jsonl", "claude-entire-3.jsonl",
+         "codex-localpush-2.jsonl", "codex-localpush-3.jsonl"]
 
 
 def _store(path: Path) -> pygit2.Repository:
@@ -199,7 +201,8 @@ def test_cli_writes_where_the_client_looks_and_restores_code(tmp_path):
 
 
 @pytest.mark.parametrize("name,branch", [("claude-fasthooks-1.jsonl", "main"), ("claude-ccviewer-1.jsonl", "main"),
-                                         ("claude-daaain-1.jsonl", "fork"), ("claude-daaain-4.jsonl", "main")])
+                                         ("claude-daaain-1.jsonl", "fork"), ("claude-daaain-4.jsonl", "main"),
+                                         ("claude-entire-2.jsonl", "main"), ("claude-entire-3.jsonl", "main")])
 def test_claude_code_itself_opens_the_written_session(tmp_path, name, branch):
     """The real Claude Code CLI (npm, cached as in test_plugin) resolves `--resume <id>` offline:
     a file it cannot read as a conversation is "No conversation found"; ours gets past that to

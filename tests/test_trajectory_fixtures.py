@@ -142,7 +142,7 @@ def codex_counts(path: Path) -> dict:
                                           if isinstance(x, dict)):
                 items["thinking"].append(p)
             elif t == "message" and p.get("role") in ("user", "assistant"):
-                text = "".join(x.get("text") or "" for x in p.get("content") or [] if isinstance(x, dict))
+                text = " ".join(x.get("text") or "" for x in p.get("content") or [] if isinstance(x, dict))
                 if text.strip() and not (p["role"] == "user" and text.lstrip().startswith(("<", "# AGENTS.md"))):
                     items[p["role"]].append(text)
         elif kind == "event_msg":
@@ -397,3 +397,90 @@ def subprocess_git_grep(repo, needle: str) -> str:
     objs = subprocess.run(["git", f"--git-dir={repo.path}", "cat-file", "--batch-all-objects", "--batch"],
                           capture_output=True, env=clean_env()).stdout
     return needle if needle.encode() in objs else ""
+
+
+# -- the shapes that only synthetic files had, now from real ones (SOURCES.md) ----------------
+
+def test_real_parallel_calls_under_hook_progress_lines(repo) -> None:
+    """claude-entire-1 (Claude Code 2.1.22, PostToolUse hooks): four parallel calls whose
+    results are interleaved with `hook_progress` lines, and answers whose parent is a progress
+    line. One branch, each result right after the calls of its batch, no fork."""
+    path = TRANSCRIPTS / "claude-entire-1.jsonl"
+    raw = _lines(path)
+    by = {e["uuid"]: e for e in raw if e.get("uuid")}
+    under_progress = [e for e in raw if e.get("type") == "assistant"
+                      and by.get(e.get("parentUuid"), {}).get("type") == "progress"]
+    assert len(under_progress) >= 2 and sum(1 for e in raw if e.get("type") == "progress") >= 8
+    res = T.record(repo, T.read_transcript(path))
+    assert sorted(res.branches) == ["main"]
+    chain = T.replay(repo, res.branches["main"])
+    kinds = [r["kind"] for r in chain]
+    first = kinds.index("tool_call")
+    assert kinds[first:first + 8] == ["tool_call"] * 4 + ["tool_result"] * 4
+    calls = [r["call_id"] for r in chain[first:first + 4]]
+    assert sorted(r["call_id"] for r in chain[first + 4:first + 8]) == sorted(calls)
+
+
+def test_real_exit_and_resume_in_one_file(repo) -> None:
+    """claude-entire-2 (Claude Code 2.1.17): `/exit`, then `claude --resume` appended to the same
+    file (a synthetic assistant line, SessionStart:resume hook lines, the next prompt), and a
+    second `/exit`. One connected history: the prompt after the resume follows what was said
+    before the exit."""
+    path = TRANSCRIPTS / "claude-entire-2.jsonl"
+    raw = _lines(path)
+    exits = [i for i, e in enumerate(raw) if "<command-name>/exit" in str((e.get("message") or {}).get("content"))]
+    resumes = [i for i, e in enumerate(raw) if (e.get("data") or {}).get("hookName") == "SessionStart:resume"]
+    assert len(exits) == 2 and resumes and exits[0] < resumes[0] < exits[1]
+    assert len({e.get("sessionId") for e in raw if e.get("sessionId")}) == 1
+    res = T.record(repo, T.read_transcript(path))
+    assert sorted(res.branches) == ["main"]
+    chain = T.replay(repo, res.branches["main"])
+    texts = [r.get("text") or "" for r in chain]
+    before = next(i for i, t in enumerate(texts) if "Catch you later" in t)  # the first /exit's answer
+    after = texts.index("linting is failing now")
+    assert before < after and all(r["kind"] != "user" for r in chain[before + 1:after])
+
+
+def test_real_pasted_image_is_kept_byte_for_byte(repo, tmp_path: Path) -> None:
+    """claude-entire-3 (Claude Code 2.1.29): a pasted PNG (a diagram) as a user line. Its bytes
+    are a blob in the event's tree, with its media type; the Markdown names it; the session file
+    written back carries the same base64."""
+    import base64
+
+    path = TRANSCRIPTS / "claude-entire-3.jsonl"
+    src = next(b for e in _lines(path) if e.get("type") == "user"
+               for b in (e["message"]["content"] if isinstance(e["message"]["content"], list) else [])
+               if b.get("type") == "image")
+    data = base64.b64decode(src["source"]["data"])
+    res = T.record(repo, T.read_transcript(path))
+    tip = res.branches["main"]
+    user = next(c for c in repo.walk(repo[tip].id) if T.load_event(repo, c)["kind"] == "user")
+    rec = T.load_event(repo, user)
+    assert rec["images"][0]["media_type"] == "image/png" and user.tree[rec["images"][0]["path"]].data == data
+    assert "image/png" in T.export_markdown(repo, tip)
+    from tc_git.trajectory.sessionfile import claude_lines
+
+    lines = claude_lines(T.replay(repo, tip, image_data=True), "00000000-0000-4000-8000-00000000feed", "/w")
+    blocks = [b for ln in lines for b in (ln.get("message", {}).get("content") or [] if isinstance(
+        ln.get("message", {}).get("content"), list) else []) if b.get("type") == "image"]
+    assert [b["source"]["data"] for b in blocks] == [src["source"]["data"]]
+
+
+def test_real_codex_web_search_images_and_compaction(repo) -> None:
+    """codex-localpush-3 (Codex Desktop 0.104, sanitised upstream): `web_search_call` items
+    (no call id), 13 prompts with pasted images (their data replaced by a placeholder upstream:
+    kept as a reference), and a real `compacted` line whose replacement
+    history (39 messages + the encrypted compaction item) is kept whole."""
+    path = TRANSCRIPTS / "codex-localpush-3.jsonl"
+    raw = _lines(path)
+    searches = [e["payload"] for e in raw if (e.get("payload") or {}).get("type") == "web_search_call"]
+    compacted = [e["payload"] for e in raw if e.get("type") == "compacted"]
+    assert len(searches) == 7 and len(compacted) == 1
+    res = T.record(repo, T.read_transcript(path))
+    chain = T.replay(repo, res.branches["main"])
+    web = [r for r in chain if r["kind"] == "tool_call" and r.get("tool_name") == "web_search"]
+    assert [r.get("tool_input") for r in web] == [s.get("action") for s in searches]
+    summary = next(r for r in chain if r["kind"] == "summary")
+    assert summary["history"] == compacted[0]["replacement_history"] and summary["text"] == compacted[0]["message"]
+    pasted = sum(1 for e in raw if (e.get("payload") or {}).get("type") == "user_message" and e["payload"].get("images"))
+    assert pasted == 13 and sum(1 for r in chain if r["kind"] == "user" and r.get("images")) == pasted

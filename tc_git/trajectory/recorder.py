@@ -324,7 +324,7 @@ def load_event(repo: pygit2.Repository, commit: str | pygit2.Oid | pygit2.Commit
         data = tree[info["path"]].data
         record[fld] = json.loads(data) if info["path"].endswith(".json") else data.decode("utf-8", "replace")
     for img in record.get("images") or []:
-        if image_data and isinstance(img, dict) and img.get("path") in tree:
+        if image_data and isinstance(img, dict) and isinstance(img.get("path"), str) and img["path"] in tree:
             img["data"] = base64.b64encode(tree[img["path"]].data).decode("ascii")
     record["id"] = str(c.id)
     record["parent"] = str(c.parent_ids[0]) if c.parent_ids else None

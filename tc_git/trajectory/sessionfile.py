@@ -186,10 +186,7 @@ def codex_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
         ts, kind, text = rec["timestamp"], rec["kind"], rec.get("text") or ""
         meta = rec.get("meta") or {}
         if kind == "user":
-            content = [{"type": "input_text", "text": text}]
-            content += [{"type": "input_image", "image_url": f"data:{i.get('media_type')};base64,{i['data']}"}
-                        for i in rec.get("images") or [] if i.get("data")]
-            item(ts, {"type": "message", "role": "user", "content": content})
+            item(ts, {"type": "message", "role": "user", "content": _codex_content(text, rec.get("images") or [])})
             event(ts, {"type": "user_message", "message": text, "images": []})
         elif kind == "assistant":
             p = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
@@ -205,7 +202,8 @@ def codex_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
             if name == "local_shell":
                 item(ts, {"type": "local_shell_call", "call_id": cid, "status": "completed", "action": inp})
             elif name == "web_search":
-                item(ts, {"type": "web_search_call", "id": cid, "status": "completed", "action": inp})
+                item(ts, {"type": "web_search_call", **({"id": cid} if cid else {}), "status": "completed",
+                          **({"action": inp} if inp is not None else {})})
             elif isinstance(inp, str) and meta.get("raw_arguments"):  # a function call whose arguments were not JSON
                 item(ts, {"type": "function_call", "call_id": cid, "name": name, "arguments": inp})
             elif isinstance(inp, str):  # freeform input (apply_patch): a custom tool call
@@ -244,6 +242,21 @@ def codex_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
             role = meta.get("role") or "developer"
             item(ts, {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]})
     return out
+
+
+def _codex_content(text: str, images: list[dict]) -> list[dict]:
+    """`input_text`/`input_image` parts whose reading (parts joined by newlines, `[image]` for an
+    image) is `text` again; an image sits where its `[image]` line is."""
+    parts: list[dict] = []
+    for blk in _blocks(text, [i for i in images if i.get("data") or i.get("url")]):
+        if blk["type"] == "text":
+            parts.append({"type": "input_text", "text": blk["text"]})
+        elif blk["source"].get("type") == "url":
+            parts.append({"type": "input_image", "image_url": blk["source"]["url"]})
+        else:
+            parts.append({"type": "input_image",
+                          "image_url": f"data:{blk['source']['media_type']};base64,{blk['source']['data']}"})
+    return parts or [{"type": "input_text", "text": text}]
 
 
 def codex_path(session_id: str, when: float) -> Path:
