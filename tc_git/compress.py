@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 import time
+from typing import cast
 
 import pygit2
 
@@ -51,7 +52,7 @@ def compress_task(store, tl: Timeline, keep_seconds: int, minimum: int, maximum:
         parent = None
         rewriting = False
         for e in chain:
-            c = repo[e.oid]
+            c = repo[e.oid].peel(pygit2.Commit)
             if e.oid in drop:
                 rewriting = True
                 converted += 1
@@ -67,7 +68,7 @@ def compress_task(store, tl: Timeline, keep_seconds: int, minimum: int, maximum:
             repo.create_note(note_text(note), sig, sig, str(new), NOTES_REF, True)
             _remove_note(repo, e.oid)
             parent = new
-        repo.references[tl.ref].set_target(parent, "tc: compress")
+        repo.references[tl.ref].set_target(cast(pygit2.Oid, parent), "tc: compress")  # the init commit stays
     freed_by_pack = repack(store, progress) if drop or _untidy(store) else 0
     after = _dir_bytes(os.path.join(store.path, "objects"))
     return {"converted": converted, "eligible": len(droppable), "already_gone": 0,

@@ -102,6 +102,8 @@ def stat(diff: pygit2.Diff, width: int | None = None) -> str:
     diff.find_similar()
     files = []
     for patch in diff:
+        if patch is None:  # (pygit2 types it Optional; a diff's patches are never None)
+            continue
         d = patch.delta
         old, new = d.old_file.path, d.new_file.path
         name = _print_name(old, new or old, d.status_char() in ("R", "C") and old != new)

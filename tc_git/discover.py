@@ -5,6 +5,8 @@ tc-git created, or the seed's pointer file `.task-checkpoint-store.json`). Like 
 stops at a filesystem boundary (unless TC_DISCOVERY_ACROSS_FILESYSTEM=1) and at any directory
 named in TC_CEILING_DIRECTORIES (colon-separated; the walk does not look at or above them).
 With TC_STORE set, the workspaces are the ones that store knows (its `tc/active.json`).
+`store_dir` says where a workspace's store is ($TC_STORE, the pointer file, or
+`.checkpoints`): the one rule `store.locate` (which then applies the trust rules) and the hooks use.
 Stdlib only: the hooks and the CLI call it before anything heavy is imported.
 """
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import stat
 from pathlib import Path
 
+from .errors import BadInput, UnsafeRoot
 from .refs import POINTER_FILE, STORE_DIRNAME
 
 
@@ -77,3 +80,33 @@ def find_workspace(start: str | os.PathLike) -> Path | None:
         except OSError:
             return None
         d = parent
+
+
+def store_dir(root: Path) -> tuple[Path, str]:
+    """Where the store of workspace `root` is, and why: ("TC_STORE" | "pointer" | "default").
+    $TC_STORE is the caller's, relative to the process's directory; a pointer's path is relative
+    to the workspace, never to the process's directory. Nothing is checked beyond reading the
+    pointer: `store.check_location` applies the trust rules."""
+    env = os.environ.get("TC_STORE")
+    if env:
+        return Path(os.path.abspath(user_path(env, Path.cwd(), "TC_STORE"))), "TC_STORE"
+    pointer = root / POINTER_FILE
+    if os.path.islink(pointer):
+        raise UnsafeRoot(f"pointer file {pointer} is a symbolic link: refusing it; delete it (a pointer is a "
+                         "small JSON file tc-git writes)")
+    if pointer.is_file():
+        try:
+            value = json.loads(pointer.read_text())["store"]
+            if not isinstance(value, str) or not value or "\x00" in value:
+                raise ValueError("store must be a non-empty path string")
+        except (ValueError, KeyError, TypeError, OSError) as e:
+            raise BadInput(f"pointer file {pointer} is unreadable ({e}); fix or delete it") from e
+        return root / os.path.expanduser(value), "pointer"
+    return root / STORE_DIRNAME, "default"
+
+
+def user_path(value, root: Path, name: str) -> Path:
+    """A directory path someone gave (`--store`, $TC_STORE, a pointer), relative to `root`."""
+    if not isinstance(value, (str, os.PathLike)) or "\x00" in os.fspath(value):
+        raise BadInput(f"{name} must be a plain directory path")
+    return root / os.path.expanduser(os.fspath(value))

@@ -1035,6 +1035,93 @@ class Engine:
             out["restore"] = self.checkout(point, restore_code=True, apply=apply, limit=1)["restore"]
         return out
 
+    # ------------------------------------------------------------------ for the front ends
+    # What the CLI, the MCP server, the hooks, the watcher and `tc-git view` need, so that none of
+    # them reaches into the store, the repository or a private method (issue 15).
+    @property
+    def store_path(self) -> Path:
+        """The store's directory (it may not exist yet)."""
+        return self.store.path
+
+    @property
+    def has_store(self) -> bool:
+        return self.store.exists
+
+    def watch_entry(self) -> tuple[Path, Path] | None:
+        """(workspace, store) for the drift watcher while this workspace has an active task."""
+        if not self.store.exists or not self.store.active_task():
+            return None
+        return self.root, self.store.path
+
+    def active_open_task(self) -> str | None:
+        """The active task's id, unless there is none or it is closed."""
+        active = self.store.active_task() if self.store.exists else None
+        if not active:
+            return None
+        tl = Timeline(self.repo, active)
+        return active if tl.exists() and tl.head().kind != "close" else None
+
+    def head_commit(self, task_id: str | None = None) -> str:
+        """The commit id at the head of the task's timeline."""
+        return str(self._timeline(task_id).head_oid())
+
+    def drifts_since(self, commit: str, since: float, task_id: str | None = None) -> list[str]:
+        """Drift ids recorded after `commit` (and not before `since`, in case a compress rewrote
+        it), oldest first."""
+        out = []
+        for e in self._timeline(task_id).walk():
+            if str(e.oid) == commit or e.time < since - 2:
+                break
+            if e.kind == "drift" and e.drift:
+                out.append(e.drift)
+        return out[::-1]
+
+    def show_point(self, point: str, task_id: str | None = None, include_drift: bool = False,
+                   limit: int = 50, cursor: int | None = None) -> dict:
+        """`show` for any point of a task (a step, drift, restore or commit prefix: ids.py's
+        grammar); a step shows its page as `show` does."""
+        validate.title(point, "point")
+        tl = self._timeline(task_id)
+        ent = tl.find(point)
+        if ent.kind == "step":
+            return self.show(task_id, ent.step, include_drift, limit, cursor)
+        head = tl.head()
+        return {"task_id": tl.task_id, "status": self._status(tl, head), "head": head.step,
+                "steps": [self._entry_dict(tl, ent)], "drifts": [], "next_cursor": None}
+
+    def precompact_name(self, session: str | None) -> str:
+        """The name of the next PreCompact milestone of `session` in this store."""
+        from .trajectory.milestones import precompact_name
+
+        self._require_store()
+        return precompact_name(self.repo, session)
+
+    def link_session_end(self, tip: str | None) -> bool:
+        """Link a recorded session's tip to the code of its end (the active task's head), unless
+        it is linked already; False when there is nothing to link."""
+        from .trajectory import event_note, link_code
+
+        if not tip or not self.store.exists or not self.store.active_task():
+            return False
+        with self.store.lock():
+            if event_note(self.repo, tip).get("code_commit"):
+                return False
+            link_code(self.repo, tip, str(self._timeline().head_oid()))
+        return True
+
+    def view(self, task_ids=None, session_ids=None, out: str | None = None) -> dict:
+        """Write the self-contained HTML view of tasks and sessions (view.py); default place:
+        `<store>/view/`, which no snapshot reads."""
+        from .view import write_view
+
+        if not self.store.exists:
+            raise NotFound(f"no tc-git store for {self.root}: nothing to view yet (tc init starts a task)")
+        if out is not None:
+            out = validate.path_arg(out, "out")
+        tasks = [self._timeline(t).task_id for t in (task_ids or [])]
+        active = self.store.active_task()
+        return write_view(self.repo, tasks, list(session_ids or []), active, self.store.path / "view", out)
+
 
 def _watch_user_git(fn):
     """`git.unchanged` for the whole call: the user's git directory fingerprinted before and

@@ -31,9 +31,9 @@ import os
 import sys
 import time
 
+from .discover import find_workspace, store_dir  # stdlib-only: the hook entry loads no pygit2
 from .jsonsafe import one_line
 from .recordrules import OPT_OUT_FILE, opted_out, record_mode, user_store_path  # noqa: F401  (OPT_OUT_FILE: re-exported)
-from .refs import POINTER_FILE, STORE_DIRNAME  # stdlib-only: the hook entry loads no pygit2
 
 LOG_NAME = "hooks.log"
 
@@ -73,44 +73,31 @@ def _active(store: str) -> dict:
         return {}
 
 
-def _pointer_store(d: str) -> str | None:
-    path = os.path.join(d, POINTER_FILE)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return os.path.realpath(os.path.join(d, os.path.expanduser(json.load(f)["store"])))  # relative: to the workspace
-
-
 def _is_store(path: str) -> bool:
     return os.path.isfile(os.path.join(path, "HEAD")) and os.path.isdir(os.path.join(path, "objects"))
 
 
 def locate(cwd: str | None) -> Place | None:
-    """The workspace of `cwd`: cwd itself or its nearest parent that has a store (the agent may
-    have `cd`-ed into a subdirectory). Reads two small files; never imports pygit2, never
-    creates anything. None when no store is found (the home directory and `/` are never
-    workspaces, as in `store.check_root`)."""
+    """The workspace of `cwd`, found as the CLI finds it (discover.py: cwd or its nearest parent
+    with a store; the agent may have `cd`-ed into a subdirectory), and its store. Reads a few
+    small files; never imports pygit2, never creates anything. None when there is no store (the
+    home directory, its parents and `/` are never workspaces, as in `store.check_root`)."""
     if not cwd:
         return None
     d = os.path.realpath(os.path.expanduser(cwd))
     if not os.path.isdir(d):
         return None
+    found = find_workspace(d)
+    if found is None:
+        return None
+    root = str(found)
     home = os.path.realpath(os.path.expanduser("~"))
-    env_store = os.environ.get("TC_STORE")
-    env_store = os.path.realpath(os.path.expanduser(env_store)) if env_store else None
-    while True:
-        if d == home or d == os.path.dirname(d):
-            return None
-        if env_store:
-            store = env_store if _is_store(env_store) else None
-        else:
-            store = _pointer_store(d) or os.path.join(d, STORE_DIRNAME)
-            store = store if _is_store(store) else None
-        if store:
-            task = _active(store).get(d)
-            if task or not env_store:  # with $TC_STORE keep looking for the workspace it knows
-                return Place(d, store, task)
-        d = os.path.dirname(d)
+    if root == os.path.dirname(root) or (home + os.sep).startswith(root.rstrip(os.sep) + os.sep):
+        return None
+    store = os.path.realpath(store_dir(found)[0])
+    if not _is_store(store):
+        return None
+    return Place(root, store, _active(store).get(root))
 
 
 # ------------------------------------------------------------------------------- logging
@@ -130,10 +117,6 @@ def detect_agent(event: dict, hint: str | None = None) -> str:
     if "/.codex/" in tp or os.path.basename(tp).startswith("rollout-") or "turn_id" in event:
         return "codex"
     return "claude"
-
-
-def _clip(s: str, n: int = 120) -> str:
-    return one_line(s, n)
 
 
 def _patch_paths(text: str) -> list[str]:
@@ -170,7 +153,7 @@ def tool_call_of(event: dict, agent: str, root: str | None = None) -> dict:
     if tool in SHELL_TOOLS and cmd:
         from .secrets import redact_text  # a shell command may hold a credential
 
-        call["command"] = _clip(redact_text(" ".join(cmd) if isinstance(cmd, list) else str(cmd)), 300)
+        call["command"] = one_line(redact_text(" ".join(cmd) if isinstance(cmd, list) else str(cmd)), 300)
     return {k: v for k, v in call.items() if v not in (None, "", [])}
 
 
@@ -179,9 +162,9 @@ def _title(call: dict) -> str:
     if root_rel:
         first = root_rel[0]
         more = f" (+{len(root_rel) - 1})" if len(root_rel) > 1 else ""
-        return _clip(f"{call['name']} {first}{more}", 100)
+        return one_line(f"{call['name']} {first}{more}", 100)
     if call.get("command"):
-        return _clip(f"{call['name']}: {call['command']}", 100)
+        return one_line(f"{call['name']}: {call['command']}", 100)
     return f"after {call.get('name') or 'a tool call'}"
 
 
@@ -245,14 +228,6 @@ def on_post_tool_use(event: dict, place: Place, agent: str) -> dict | None:
     return None
 
 
-def _precompact_name(repo, session: str) -> str:
-    """`precompact-<session>-<n>`: the n-th compaction of that session recorded in `repo`."""
-    from .trajectory import MILESTONES_PREFIX, session_name
-
-    prefix = f"precompact-{session_name('x', session or 'unknown')[2:]}-"
-    return f"{prefix}{1 + sum(1 for r in repo.references if r.startswith(MILESTONES_PREFIX + prefix))}"
-
-
 def on_pre_compact(event: dict, place: Place, agent: str) -> dict | None:
     """Record the transcript as it is before the compaction and name its tip (the workspace
     store, with the code of now when a task is active; else the user-level store)."""
@@ -262,9 +237,10 @@ def on_pre_compact(event: dict, place: Place, agent: str) -> dict | None:
         log(place.store, f"PreCompact: no transcript at {tp!r}; no milestone")
         return None
     if place.user:
+        from .trajectory.milestones import precompact_name
         from .trajectory.userstore import record_session
 
-        res = record_session(tp, place.root, agent=agent, session=session or None, milestone=_precompact_name)
+        res = record_session(tp, place.root, agent=agent, session=session or None, milestone=precompact_name)
         log(place.store, f"PreCompact: recorded {res['session']} for {place.root} ({res['events']} events, "
                          f"{res['new_commits']} new); milestone {(res.get('milestone') or {}).get('name', '-')}")
         return None
@@ -276,7 +252,7 @@ def on_pre_compact(event: dict, place: Place, agent: str) -> dict | None:
         except Exception as exc:  # a closed task still gets its transcript recorded
             log(place.store, f"PreCompact capture skipped: {exc}")
     # Engine.record: idempotent, incremental; names the recorded tip and links the code of now
-    res = e.record(transcript=tp, milestone=_precompact_name(e.repo, session))
+    res = e.record(transcript=tp, milestone=e.precompact_name(session))
     m = res.get("milestone")
     log(place.store, f"PreCompact: recorded {res['session']} ({res['events']} events, {res['new_commits']} new); "
                      + (f"milestone {m['name']} at {m['event'][:10]}" if m else "no events yet, no milestone"))
@@ -324,7 +300,7 @@ def worker(payload: dict) -> int:
     """The detached half of SessionEnd: capture, record, link; retried while the file grows."""
     store = payload.get("store")
     try:
-        place = Place(payload["root"], store, None)
+        place = Place(payload["root"], store or "", None)
         agent, session, tp = payload.get("agent") or "claude", payload.get("session"), payload.get("transcript")
         time.sleep(float(os.environ.get("TC_HOOK_SETTLE", "0.3")))  # the transcript may lag
         if payload.get("user_store"):
@@ -338,15 +314,9 @@ def worker(payload: dict) -> int:
         if not tp or not os.path.isfile(tp):
             log(store, f"worker: no transcript at {tp!r}")
             return 0
-        from .trajectory import event_note, link_code
-
         def record_once() -> None:
             res = e.record(transcript=tp)
-            tip = res["tip"]
-            if tip and e.store.active_task():
-                with e.store.lock():  # the session's tip shows the code of its end
-                    if not event_note(e.repo, tip).get("code_commit"):
-                        link_code(e.repo, tip, str(e._timeline().head_oid()))
+            e.link_session_end(res["tip"])  # the session's tip shows the code of its end
             log(store, f"worker: recorded {res['session']}: {res['events']} events, {res['new_commits']} new, "
                        f"{len(res['branches'])} branches{_unknown(res)}")
 

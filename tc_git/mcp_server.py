@@ -21,6 +21,7 @@ import threading
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import unquote, urlparse
@@ -33,7 +34,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from . import __version__, jsonsafe
+from . import __version__, jsonsafe, mcp_wire
 from .errors import TcError
 from .fsutil import store_log
 from .refs import POINTER_FILE, STORE_DIRNAME
@@ -329,10 +330,6 @@ def error_code(result: CallToolResult) -> str | None:
     return (result.meta or {}).get(ERROR_META)
 
 
-def _clip(s: str, n: int = 300) -> str:
-    return jsonsafe.one_line(s, n)
-
-
 # ------------------------------------------------------------------------------- root
 async def _client_root(ctx: Context) -> str | None:
     """The first file:// root the client offers (preferring one that already has a store)."""
@@ -362,6 +359,8 @@ async def _client_root(ctx: Context) -> str | None:
 class TcServer(MCPServer):
     """MCPServer whose argument errors are short, actionable `isError` results."""
 
+    watcher: Any = None  # the drift watcher (tc_git/watch.py), None with TC_WATCH=off
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
         tool = self._tool_manager.get_tool(name)
         if tool is None:
@@ -390,7 +389,7 @@ class TcServer(MCPServer):
             if isinstance(cause, ValidationError):
                 return _error(f"{name}: bad arguments: {_validation_message(cause)}", "bad_input")
             log.exception("tool %s failed", name)
-            return _error(f"{name} failed: {_clip(str(e))}", "internal")
+            return _error(f"{name} failed: {jsonsafe.one_line(str(e), 300)}", "internal")
         return _encodable(name, result)
 
 
@@ -398,7 +397,7 @@ def _validation_message(err: ValidationError) -> str:
     parts = []
     for e in err.errors()[:5]:
         loc = ".".join(str(x) for x in e.get("loc", ())) or "arguments"
-        got = "" if e.get("type") == "missing" else f" (got {_clip(repr(e.get('input')), 60)})"
+        got = "" if e.get("type") == "missing" else f" (got {jsonsafe.one_line(repr(e.get('input')), 60)})"
         parts.append(f"{loc}: {e.get('msg', 'invalid')}{got}")
     return "; ".join(parts)
 
@@ -411,7 +410,7 @@ def _encodable(name: str, result):
         return result
     except Exception as e:  # PydanticSerializationError, ValueError, RecursionError...
         log.error("%s: result cannot be encoded: %s", name, e)
-        return _error(f"{name}: the result could not be encoded as JSON ({_clip(type(e).__name__ + ': ' + str(e), 160)}); "
+        return _error(f"{name}: the result could not be encoded as JSON ({jsonsafe.one_line(type(e).__name__ + ': ' + str(e), 160)}); "
                       "this is a tc-git bug, please report it", "internal")
 
 
@@ -430,15 +429,18 @@ class Runner:
             self._engine_cls = Engine
         return self._engine_cls
 
-    async def raw(self, ctx: Context | None, root: str | None, method: str, *args):
+    async def raw(self, ctx: Context | None, root: str | None, call: Callable[[Any], Any]):
         """The engine's own result (for resources and prompts); a TcError propagates."""
         if not root:
             root = (await _client_root(ctx) if ctx is not None else None) or os.getcwd()
         engine_cls = await anyio.to_thread.run_sync(self.engine_cls)
-        return await anyio.to_thread.run_sync(lambda: getattr(engine_cls(root), method)(*args))
+        return await anyio.to_thread.run_sync(lambda: call(engine_cls(root)))
 
-    async def __call__(self, ctx: Context | None, tool: str, root: str | None, method: str, *args,
-                       log_call: bool = True, **kwargs):
+    async def __call__(self, ctx: Context | None, tool: str, root: str | None, call: Callable[[Any], Any],
+                       log_call: bool = True):
+        """`call(engine)` in a worker thread: each tool names its engine method and passes every
+        argument by name or position, so a renamed parameter is a TypeError (a test failure),
+        never an argument silently dropped."""
         t0 = time.perf_counter()
         if not root:
             root = (await _client_root(ctx) if ctx is not None else None) or os.getcwd()
@@ -453,10 +455,9 @@ class Runner:
             holder["engine"] = eng
             if self.watcher is not None:  # saves refresh only what the watcher saw change
                 eng.journal = self.watcher.journal(eng.root)
-            # explicit keywords: a renamed engine parameter is a TypeError (a test failure), not a no-op
-            result = getattr(eng, method)(*args, **kwargs)
+            result = call(eng)
             if self.watcher is not None:
-                self.watcher.watch(eng.root, eng.store.path)
+                self.watcher.watch(eng)
             return result
 
         eng = None
@@ -464,20 +465,20 @@ class Runner:
             result = await anyio.to_thread.run_sync(work)
         except TcError as e:
             eng = holder.get("engine")
-            _store_log(eng.store.path if eng else None, f"{tool} error {e.code}: {e.message}")
+            _store_log(eng.store_path if eng else None, f"{tool} error {e.code}: {e.message}")
             log.info("%s: %s", tool, e.message)
             return _error(e.message, e.code)
         except Exception as e:
             eng = holder.get("engine")
             tb = traceback.format_exc()
-            where = eng.store.path / "tc" / "server.log" if eng and (eng.store.path / "tc").is_dir() else None
-            _store_log(eng.store.path if eng else None, f"{tool} crashed:\n{tb}")
+            where = eng.store_path / "tc" / "server.log" if eng and (eng.store_path / "tc").is_dir() else None
+            _store_log(eng.store_path if eng else None, f"{tool} crashed:\n{tb}")
             log.error("%s crashed:\n%s", tool, tb)
-            return _error(f"{tool} failed unexpectedly: {type(e).__name__}: {_clip(str(e), 200)}"
+            return _error(f"{tool} failed unexpectedly: {type(e).__name__}: {jsonsafe.one_line(str(e), 200)}"
                           + (f" (traceback in {where})" if where else ""), "internal")
         eng = holder["engine"]
         if log_call:
-            _store_log(eng.store.path, f"{tool} ok {time.perf_counter() - t0:.3f}s")
+            _store_log(eng.store_path, f"{tool} ok {time.perf_counter() - t0:.3f}s")
         return _success(tool, result)
 
 
@@ -681,7 +682,7 @@ def build_server(watch: bool | None = None) -> TcServer:
     ) -> InitResult:
         """Start a task and make it active (the active one is suspended); creates the store. Call once
         when starting long work, then tc_save after each step."""
-        return await run(ctx, "tc_init", root, "init", name, goal, constraints, store, exclude or [])
+        return await run(ctx, "tc_init", root, lambda e: e.init(name, goal, constraints, store, exclude or []))
 
     @mcp.tool(annotations=_ann("Save a step", idempotent=True))
     async def tc_save(
@@ -699,9 +700,10 @@ def build_server(watch: bool | None = None) -> TcServer:
     ) -> SaveResult:
         """Record a completed step: a snapshot of the workspace with title, conclusion and next. The
         same state and fields again return the same step (idempotent: true)."""
-        return await run(ctx, "tc_save", root, "save", title, task_id=task_id, description=description,
-                         conclusion=conclusion, verified=verified or [], open_questions=open_questions or [],
-                         next=next, close=close, paths=paths or [])
+        return await run(ctx, "tc_save", root, lambda e: e.save(title, task_id=task_id, description=description,
+                                                                conclusion=conclusion, verified=verified or [],
+                                                                open_questions=open_questions or [], next=next,
+                                                                close=close, paths=paths or []))
 
     @mcp.tool(annotations=_ann("Resume a task", read_only=True, idempotent=True))
     async def tc_resume(
@@ -712,7 +714,7 @@ def build_server(watch: bool | None = None) -> TcServer:
     ) -> ResumeResult:
         """Call first in a new session: goal, current step, last conclusion, next step, open
         questions, unsaved changed paths and a short `handoff` text."""
-        return await run(ctx, "tc_resume", root, "resume", task_id, lang, log_call=False)
+        return await run(ctx, "tc_resume", root, lambda e: e.resume(task_id, lang), log_call=False)
 
     @mcp.tool(annotations=_ann("Show steps", read_only=True, idempotent=True))
     async def tc_show(
@@ -725,7 +727,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         cursor: Annotated[int | None, Field(ge=0, description="next_cursor of the previous page")] = None,
     ) -> ShowResult:
         """A task's steps, oldest first, paginated by limit and cursor."""
-        return await run(ctx, "tc_show", root, "show", task_id, index, include_drift, limit, cursor,
+        return await run(ctx, "tc_show", root, lambda e: e.show(task_id, index, include_drift, limit, cursor),
                          log_call=False)
 
     @mcp.tool(annotations=_ann("Restore the workspace", destructive=True, idempotent=True))
@@ -741,19 +743,19 @@ def build_server(watch: bool | None = None) -> TcServer:
         """Bring the workspace back to a step or drift. Preview first (apply=false). apply=true saves
         the current state as drift `recovered`, then writes files; undo=true reverses it. Ignored
         and sensitive files are never touched."""
-        return await run(ctx, "tc_restore", root, "restore", index, drift_id, apply, paths=paths, undo=undo,
+        return await run(ctx, "tc_restore", root, lambda e: e.restore(index, drift_id, apply, paths=paths, undo=undo),
                          log_call=apply)
 
     @mcp.tool(annotations=_ann("Capture unsaved changes", idempotent=True))
     async def tc_capture(ctx: Context, root: Root = None) -> CaptureResult:
         """Record unsaved workspace changes now as a drift (not a step). captured=false: nothing changed."""
-        return await run(ctx, "tc_capture", root, "capture")
+        return await run(ctx, "tc_capture", root, lambda e: e.capture())
 
     @mcp.tool(annotations=_ann("Switch task", idempotent=True))
     async def tc_switch(ctx: Context, task_id: Annotated[str, Field(description="task to activate")],
                         root: Root = None) -> SwitchResult:
         """Make another task of this store active (the current one is suspended). Closed tasks stay closed."""
-        return await run(ctx, "tc_switch", root, "switch", task_id)
+        return await run(ctx, "tc_switch", root, lambda e: e.switch(task_id))
 
     @mcp.tool(annotations=_ann("Export a handoff"))
     async def tc_export(
@@ -765,7 +767,7 @@ def build_server(watch: bool | None = None) -> TcServer:
     ) -> ExportResult:
         """Write the task with its history as a git bundle plus HANDOFF.md into `to` (unsaved work is
         captured first). Continue elsewhere with tc_import or `git fetch <bundle>`."""
-        return await run(ctx, "tc_export", root, "export", to, since=since, task_id=task_id)
+        return await run(ctx, "tc_export", root, lambda e: e.export(to, since=since, task_id=task_id))
 
     @mcp.tool(annotations=_ann("Import a handoff", destructive=True))
     async def tc_import(
@@ -779,7 +781,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         """Import a task exported by tc_export into this workspace's store and make it active. Its
         files are written when that overwrites and deletes nothing here (restore.auto: applied);
         otherwise previewed: call again with apply=true."""
-        return await run(ctx, "tc_import", root, "import_", package, rename=rename, merge=merge, apply=apply)
+        return await run(ctx, "tc_import", root, lambda e: e.import_(package, rename=rename, merge=merge, apply=apply))
 
     @mcp.tool(annotations=_ann("Compress drifts", destructive=True, idempotent=True))
     async def tc_compress(
@@ -791,18 +793,18 @@ def build_server(watch: bool | None = None) -> TcServer:
     ) -> CompressResult:
         """Drop old drift records of the active task (never steps or restore points) and repack the
         store to free space."""
-        return await run(ctx, "tc_compress", root, "compress", keep_seconds, minimum, maximum)
+        return await run(ctx, "tc_compress", root, lambda e: e.compress(keep_seconds, minimum, maximum))
 
     # -- git remotes (handoff layer)
     @mcp.tool(annotations=_ann("Push checkpoints", idempotent=True))
     async def tc_push(ctx: Context, root: Root = None, remote: Remote = None) -> SyncResult:
         """Send refs/checkpoints/* and the notes to a git remote. Rejections are reported as errors."""
-        return await run(ctx, "tc_push", root, "push", remote)
+        return await run(ctx, "tc_push", root, lambda e: e.push(remote))
 
     @mcp.tool(annotations=_ann("Pull checkpoints", idempotent=True))
     async def tc_pull(ctx: Context, root: Root = None, remote: Remote = None) -> SyncResult:
         """Fetch refs/checkpoints/* and the notes from a git remote (notes are merged). Files are not changed."""
-        return await run(ctx, "tc_pull", root, "pull", remote)
+        return await run(ctx, "tc_pull", root, lambda e: e.pull(remote))
 
     # -- trajectory layer
     @mcp.tool(annotations=_ann("Record the conversation", idempotent=True))
@@ -816,20 +818,20 @@ def build_server(watch: bool | None = None) -> TcServer:
     ) -> RecordResult:
         """Record a conversation as git history, one commit per message, tool call or result (secrets
         redacted); again: only new events. Give transcript or steps."""
-        return await run(ctx, "tc_record", root, "record", transcript=transcript, steps=steps,
-                         milestone=milestone, session=session)
+        return await run(ctx, "tc_record", root, lambda e: e.record(transcript=transcript, steps=steps,
+                                                                    milestone=milestone, session=session))
 
     @mcp.tool(annotations=_ann("List sessions and milestones", read_only=True, idempotent=True))
     async def tc_sessions(ctx: Context, root: Root = None) -> SessionsResult:
         """Recorded sessions with their branches, and every milestone."""
-        return await run(ctx, "tc_sessions", root, "sessions", log_call=False)
+        return await run(ctx, "tc_sessions", root, lambda e: e.sessions(), log_call=False)
 
     @mcp.tool(annotations=_ann("Name a milestone", idempotent=True))
     async def tc_milestone(ctx: Context, name: Annotated[str, Field(description="milestone name")], at: Point,
                            root: Root = None, message: Annotated[str, Field(description="why it matters")] = "",
                            force: Annotated[bool, Field(description="move an existing milestone")] = False) -> Milestone:
         """Name a moment of the conversation; it is linked to the code as it is now."""
-        return await run(ctx, "tc_milestone", root, "milestone", name, at, message, force)
+        return await run(ctx, "tc_milestone", root, lambda e: e.milestone(name, at, message, force))
 
     @mcp.tool(annotations=_ann("Conversation log", read_only=True, idempotent=True))
     async def tc_events(ctx: Context, point: Point, root: Root = None,
@@ -837,7 +839,7 @@ def build_server(watch: bool | None = None) -> TcServer:
                         offset: Annotated[int, Field(ge=0, description="next_offset of the previous page")] = 0,
                         ) -> EventsResult:
         """Events up to a point, newest first, one line each; paginated by offset."""
-        return await run(ctx, "tc_events", root, "trajectory_log", point, limit, offset, log_call=False)
+        return await run(ctx, "tc_events", root, lambda e: e.trajectory_log(point, limit, offset), log_call=False)
 
     @mcp.tool(annotations=_ann("Checkout a conversation point", destructive=True))
     async def tc_checkout(ctx: Context, point: Point, root: Root = None,
@@ -849,14 +851,14 @@ def build_server(watch: bool | None = None) -> TcServer:
                           ) -> CheckoutResult:
         """The conversation up to a point (last 200 messages); with restore_code, also the code of
         that moment, as tc_restore (preview unless apply=true)."""
-        return await run(ctx, "tc_checkout", root, "checkout", point, restore_code, apply, paths=paths)
+        return await run(ctx, "tc_checkout", root, lambda e: e.checkout(point, restore_code, apply, paths=paths))
 
     @mcp.tool(annotations=_ann("Export a conversation as Markdown", read_only=True, idempotent=True))
     async def tc_markdown(ctx: Context, point: Point, root: Root = None,
                           out: Annotated[str | None, Field(description="write to this file instead of "
                                                                        "returning the text")] = None) -> MarkdownResult:
         """Readable Markdown of a conversation: prompts, answers, tool calls, folded outputs, milestones."""
-        return await run(ctx, "tc_markdown", root, "export_markdown", point, out)
+        return await run(ctx, "tc_markdown", root, lambda e: e.export_markdown(point, out))
 
     @mcp.tool(annotations=_ann("Branch a conversation"))
     async def tc_branch(ctx: Context, name: Annotated[str, Field(description="branch name")], at: Point,
@@ -864,26 +866,26 @@ def build_server(watch: bool | None = None) -> TcServer:
                         session: Annotated[str | None, Field(description="default: the session of `at`")] = None,
                         ) -> BranchResult:
         """A named fork of a conversation at an event."""
-        return await run(ctx, "tc_branch", root, "branch", name, at, session)
+        return await run(ctx, "tc_branch", root, lambda e: e.branch(name, at, session))
 
     @mcp.tool(annotations=_ann("Diff two conversation points", read_only=True, idempotent=True))
     async def tc_trajectory_diff(ctx: Context, a: Point, b: Point, root: Root = None) -> TrajectoryDiffResult:
         """Common ancestor, what each side said and did since, and the code diff of their
         linked snapshots."""
-        return await run(ctx, "tc_trajectory_diff", root, "trajectory_diff", a, b, log_call=False)
+        return await run(ctx, "tc_trajectory_diff", root, lambda e: e.trajectory_diff(a, b), log_call=False)
 
     @mcp.tool(annotations=_ann("Replay a conversation", read_only=True, idempotent=True))
     async def tc_replay(ctx: Context, point: Point, root: Root = None,
                         mode: Annotated[str, Field(description="messages (to seed a session), code (state "
                                                                "per event) or verify (re-apply edits, compare)")] = "messages") -> ReplayResult:
         """Walk a conversation from its start to a point."""
-        return await run(ctx, "tc_replay", root, "replay", point, mode, log_call=False)
+        return await run(ctx, "tc_replay", root, lambda e: e.replay(point, mode), log_call=False)
 
     # -- resources and prompts: where clients look without calling a tool (Claude Code: @-mentions
     # and slash commands /mcp__tc-git__resume, /mcp__tc-git__save-step)
     async def handoff(ctx: Context | None) -> str:
         try:
-            info = await run.raw(ctx, run.last_root, "resume")
+            info = await run.raw(ctx, run.last_root, lambda e: e.resume())
         except TcError as e:
             return f"No task to resume here: {e.message}"
         return jsonsafe.text_out(info.get("handoff") or "")
@@ -946,7 +948,7 @@ def _setup_logging() -> None:
 _PREBUILT: list = []
 
 
-def _warm_engine() -> None:
+def warm() -> None:
     """mcp_fast's background thread: the server object and the engine, ready for the handover."""
     if not _PREBUILT:
         _PREBUILT.append(build_server())
@@ -988,11 +990,9 @@ def cache_payload(server: TcServer) -> dict:
 
 
 def _write_fast_cache(server: TcServer) -> None:
-    from . import mcp_fast
-
-    if mcp_fast.load_cache() is None:
+    if mcp_wire.load_cache() is None:
         try:
-            mcp_fast.write_cache(cache_payload(server))
+            mcp_wire.write_cache(cache_payload(server))
         except Exception:  # only the next start's speed depends on it
             log.debug("fast-start cache not written", exc_info=True)
 
@@ -1006,14 +1006,12 @@ class _ReplayIn(io.TextIOBase):
     def __init__(self, prelude: list[bytes], wire, out):
         self.prelude, self.wire, self.out = list(prelude), wire, out
 
-    def readline(self, size=-1) -> str:
-        from .mcp_fast import screen
-
+    def readline(self, size=-1) -> str:  # type: ignore[override]  # a text stream: str lines
         while True:
             raw = self.prelude.pop(0) if self.prelude else self.wire.readline()
             if not raw:
                 return ""
-            raw = screen(raw, self.out)  # lone surrogates: answered there, never reach the SDK
+            raw = mcp_wire.screen(raw, self.out)  # lone surrogates: answered there, never reach the SDK
             if raw is not None:
                 return raw.decode("utf-8", "replace")
 
@@ -1081,14 +1079,12 @@ def main(argv=None) -> None:
     if argv:
         print(f"tc-mcp: unknown arguments {argv!r} (try --help)", file=sys.stderr)
         sys.exit(2)
-    from .mcp_fast import claim_wire
-
     _setup_logging()
     server = build_server()
     _write_fast_cache(server)
     log.info("tc-mcp %s on stdio (pid %d)", __version__, os.getpid())
     _PREBUILT[:] = [server]
-    wire_in, wire_out = claim_wire()
+    wire_in, wire_out = mcp_wire.claim_wire()
     run_handover([], wire_in, wire_out, None, fast=False)  # the same stream guards as after a fast start
 
 

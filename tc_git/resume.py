@@ -1,6 +1,8 @@
 """The handoff text: what a new session needs to pick the work up, in under 2 KB."""
 from __future__ import annotations
 
+from typing import Any
+
 from .jsonsafe import one_line, path_out, text_out
 
 LABELS = {
@@ -26,7 +28,7 @@ def _clip(s: str, n: int) -> str:
 
 def handoff_text(info: dict, lang: str = "en") -> str:
     """Render the resume info as a short text; every field is clipped so the whole fits 2 KB."""
-    L = LABELS.get(lang, LABELS["en"])
+    L: dict[str, Any] = LABELS.get(lang, LABELS["en"])
     last = info.get("last") or {}
     step = info.get("head") or 0
     step_line = f"{step} — {_clip(last.get('title', ''), 120)}" if step else L["none"]

@@ -194,7 +194,8 @@ def _anchors(low: bytes):
     for w in _WORDS_FIND:
         i = low.find(w)
         while i >= 0:
-            j = _ALNUM_RUN.match(low, i + len(w)).end()
+            run = _ALNUM_RUN.match(low, i + len(w))  # a `*` run: always matches
+            j = run.end() if run else i + len(w)
             if j not in seen and _SEP.match(low, j):
                 seen.add(j)
                 yield j
@@ -533,6 +534,7 @@ def redact_fields(fields: dict) -> tuple[dict, list[dict]]:
     `[{"field": name, "rules": [...]}]` so the caller can tell the agent."""
     out, report = {}, []
     for k, v in fields.items():
+        red: Any
         if isinstance(v, str):
             red, rules = redact_count(v)
         elif isinstance(v, list):

@@ -17,6 +17,7 @@ import pygit2
 from pygit2.enums import Option
 
 from . import lockfile, validate
+from .discover import store_dir, user_path
 from .errors import BadInput, StoreBusy, UnsafeRoot
 from .fsutil import atomic_write  # noqa: F401  (re-exported: engine, handoff)
 from .refs import POINTER_FILE, STORE_DIRNAME, STORE_HEAD_REF  # noqa: F401  (re-exported)
@@ -108,31 +109,9 @@ def locate(root: Path, store: str | None = None) -> tuple[Path, bool]:
     has passed `check_location`.
     """
     if store:
-        return check_location(_user_path(store, root, "store"), root, "explicit"), True
-    env = os.environ.get("TC_STORE")
-    if env:
-        # an environment variable is the caller's, relative to the caller's directory (as the hooks read it)
-        return check_location(Path(os.path.abspath(_user_path(env, Path.cwd(), "TC_STORE"))), root, "TC_STORE"), True
-    pointer = root / POINTER_FILE
-    if os.path.islink(pointer):
-        raise UnsafeRoot(f"pointer file {pointer} is a symbolic link: refusing it; delete it (a pointer is a "
-                         "small JSON file tc-git writes)")
-    if pointer.is_file():
-        try:
-            value = json.loads(pointer.read_text())["store"]
-            if not isinstance(value, str) or not value or "\x00" in value:
-                raise ValueError("store must be a non-empty path string")
-        except (ValueError, KeyError, TypeError, OSError) as e:
-            raise BadInput(f"pointer file {pointer} is unreadable ({e}); fix or delete it") from e
-        # relative to the workspace, never to the process's current directory
-        return check_location(root / os.path.expanduser(value), root, "pointer"), False
-    return check_location(root / STORE_DIRNAME, root, "default"), False
-
-
-def _user_path(value, root: Path, name: str) -> Path:
-    if not isinstance(value, (str, os.PathLike)) or "\x00" in os.fspath(value):
-        raise BadInput(f"{name} must be a plain directory path")
-    return root / os.path.expanduser(os.fspath(value))
+        return check_location(user_path(store, root, "store"), root, "explicit"), True
+    path, source = store_dir(root)  # the same rule the hooks read, stdlib only
+    return check_location(path, root, source), source == "TC_STORE"
 
 
 class Store:

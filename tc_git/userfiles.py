@@ -149,7 +149,7 @@ def load_json(path) -> tuple[dict, str | None]:
 def dump_like(data: dict, original: str | None) -> bytes:
     """JSON in the original text's style: its indentation (spaces or tabs), ASCII escaping and
     final newline; two spaces for a new file."""
-    indent: str | int = 2
+    indent: str | int | None = 2
     ascii_only = False
     final_nl = True
     if original:

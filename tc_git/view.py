@@ -18,12 +18,13 @@ import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pygit2
 
-from .refs import EMPTY_TREE, NOTES_REF, SESSIONS_PREFIX
+from .refs import EMPTY_TREE, SESSIONS_PREFIX
 from .secrets import redact_text
-from .timeline import Timeline, entry_of, parse_trailers
+from .timeline import Notes, Timeline, entry_of, parse_trailers, read_note
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
@@ -55,7 +56,7 @@ class _Budget:
         return True
 
 
-def _clip(s, limit: int) -> tuple[str, int]:
+def _excerpt(s, limit: int) -> tuple[str, int]:
     """Redacted text cut to `limit` characters; returns (text, full length or 0 when whole)."""
     if s is None:
         return "", 0
@@ -82,44 +83,8 @@ class Milestone:
     note: dict = field(default_factory=dict)
 
 
-class Notes:
-    """Every note of `refs/notes/checkpoints`, read once from the notes tree: libgit2's
-    `lookup_note` re-reads that tree per call (about 6 ms each at 2,000 notes)."""
-
-    def __init__(self, repo: pygit2.Repository):
-        self.repo = repo
-        self.blobs: dict[str, pygit2.Oid] = {}
-        ref = repo.references.get(NOTES_REF)
-        if ref is None:
-            return
-        stack = [("", repo[ref.target].peel(pygit2.Commit).tree)]
-        while stack:  # notes trees may fan out (ab/cdef...)
-            prefix, tree = stack.pop()
-            for entry in tree:
-                if entry.type_str == "tree":
-                    stack.append((prefix + entry.name, repo[entry.id]))
-                else:
-                    self.blobs[prefix + entry.name] = entry.id
-
-    def get(self, oid) -> dict:
-        blob = self.blobs.get(str(oid))
-        if blob is None:
-            return {}
-        try:
-            data = json.loads(self.repo[blob].data)
-        except (ValueError, KeyError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-
 def _note(repo: pygit2.Repository, oid, notes: Notes | None = None) -> dict:
-    if notes is not None:
-        return notes.get(oid)
-    try:
-        data = json.loads(repo.lookup_note(str(oid), NOTES_REF).message)
-        return data if isinstance(data, dict) else {}
-    except (KeyError, ValueError, pygit2.GitError):
-        return {}
+    return notes.get(oid) if notes is not None else read_note(repo, oid)
 
 
 def _code_point(repo: pygit2.Repository, hexid: str) -> tuple[str | None, str | None]:
@@ -247,17 +212,17 @@ def task_data(repo: pygit2.Repository, task_id: str, lim: Limits, budget: _Budge
     prev_tree = None
     for e in chain:
         r = (notes.get(e.oid) if notes is not None else None) or tl.record(e.oid)
-        c = repo[e.oid]
+        c = repo[e.oid].peel(pygit2.Commit)
         hexid = str(e.oid)
         ent = {"k": e.kind, "id": e.id, "n": e.step, "ts": e.time, "cm": hexid,
-               "t": _clip(r.get("title") or e.title, 500)[0]}
+               "t": _excerpt(r.get("title") or e.title, 500)[0]}
         for key, short in (("conclusion", "c"), ("description", "de"), ("next", "nx")):
             if r.get(key):
-                ent[short] = _clip(r[key], lim.text)[0]
+                ent[short] = _excerpt(r[key], lim.text)[0]
         if r.get("verified"):
-            ent["v"] = [_clip(v, 2000)[0] for v in r["verified"][:100]]
+            ent["v"] = [_excerpt(v, 2000)[0] for v in r["verified"][:100]]
         if r.get("open_questions"):
-            ent["q"] = [_clip(v, 2000)[0] for v in r["open_questions"][:100]]
+            ent["q"] = [_excerpt(v, 2000)[0] for v in r["open_questions"][:100]]
         if isinstance(r.get("target"), dict):
             ent["tg"] = r["target"].get("id")
         if r.get("undo"):
@@ -288,8 +253,8 @@ def task_data(repo: pygit2.Repository, task_id: str, lim: Limits, budget: _Budge
                     diffs.append(dd)
         prev_tree = c.tree
         entries.append(ent)
-    return {"id": task_id, "name": _red(task.get("name", "")), "goal": _clip(task.get("goal", ""), lim.text)[0],
-            "constraints": _clip(task.get("constraints", ""), lim.text)[0], "status": status,
+    return {"id": task_id, "name": _red(task.get("name", "")), "goal": _excerpt(task.get("goal", ""), lim.text)[0],
+            "constraints": _excerpt(task.get("constraints", ""), lim.text)[0], "status": status,
             "head": head.step, "entries": entries}
 
 
@@ -304,16 +269,24 @@ def session_keys(repo: pygit2.Repository) -> list[str]:
     return sorted(keys)
 
 
+def _blob(tree: pygit2.Tree, path: str) -> pygit2.Blob:
+    """The blob at `path`; KeyError when it is missing or not a blob."""
+    obj = tree[path]
+    if not isinstance(obj, pygit2.Blob):
+        raise KeyError(path)
+    return obj
+
+
 def _read_event(repo: pygit2.Repository, c: pygit2.Commit, lim: Limits) -> dict:
     """event.json plus capped large fields (stored as their own blobs by the recorder)."""
     tree = c.tree
     try:
-        rec = json.loads(tree["event.json"].data)
+        rec = json.loads(_blob(tree, "event.json").data)
     except (KeyError, ValueError):
         return {"kind": "system", "text": c.message.strip()}
     for fld, info in (rec.pop("blobs", None) or {}).items():
         try:
-            data = tree[info["path"]].data
+            data = _blob(tree, info["path"]).data
         except (KeyError, TypeError):
             continue
         cap = lim.text if fld == "text" else lim.tool_io
@@ -352,7 +325,7 @@ def session_data(repo: pygit2.Repository, key: str, lim: Limits, budget: _Budget
         h = stack.pop()
         if h in commits:
             continue
-        c = repo[h]
+        c = repo[h].peel(pygit2.Commit)
         commits[h] = c
         p = str(c.parent_ids[0]) if c.parent_ids else None
         parent[h] = p
@@ -366,14 +339,14 @@ def session_data(repo: pygit2.Repository, key: str, lim: Limits, budget: _Budget
         tips_at.setdefault(h, []).append(name)
     # branches whose tip is in each subtree (post-order without recursion)
     order: list[str] = []
-    stack = [(r, False) for r in sorted(children.get(None, []), key=lambda h: commits[h].commit_time)]
-    while stack:
-        h, done = stack.pop()
+    post = [(r, False) for r in sorted(children.get(None, []), key=lambda h: commits[h].commit_time)]
+    while post:
+        h, done = post.pop()
         if done:
             order.append(h)
             continue
-        stack.append((h, True))
-        stack.extend((k, False) for k in children.get(h, []))
+        post.append((h, True))
+        post.extend((k, False) for k in children.get(h, []))
     below: dict[str, frozenset] = {}
     last: dict[str, int] = {}
     for h in order:
@@ -393,7 +366,7 @@ def session_data(repo: pygit2.Repository, key: str, lim: Limits, budget: _Budget
     rows: list[tuple[str, int, str, str | None]] = []  # (commit, depth, branch, fork label)
     ends: dict[int, int] = {}
     roots = sorted(children.get(None, []), key=lambda h: (("main" not in below[h]), commits[h].commit_time))
-    work = [(h, 0, pick(below[h]), None) for h in reversed(roots)]
+    work: list[tuple[Any, ...]] = [(h, 0, pick(below[h]), None) for h in reversed(roots)]
     # each work item: (commit, depth, branch, fork-label) ; ("END", row index) closes a block
     while work:
         item = work.pop()
@@ -407,8 +380,8 @@ def session_data(repo: pygit2.Repository, key: str, lim: Limits, budget: _Budget
         kids = children.get(h, [])
         if not kids:
             continue
-        main_kid = [k for k in kids if branch in below[k]]
-        main_kid = main_kid[0] if main_kid else max(kids, key=lambda k: last[k])
+        carrying = [k for k in kids if branch in below[k]]
+        main_kid = carrying[0] if carrying else max(kids, key=lambda k: last[k])
         others = sorted((k for k in kids if k != main_kid), key=lambda k: commits[k].commit_time)
         work.append((main_kid, depth, branch, None))
         for k in reversed(others):
@@ -441,7 +414,7 @@ def session_data(repo: pygit2.Repository, key: str, lim: Limits, budget: _Budget
         full = rec.get("_full") or {}
         size = 0
         if rec.get("text"):
-            ev["x"], n = _clip(rec["text"], lim.text)
+            ev["x"], n = _excerpt(rec["text"], lim.text)
             if n or "text" in full:
                 ev["xn"] = full.get("text", n)
             size += len(ev["x"])
@@ -450,17 +423,17 @@ def session_data(repo: pygit2.Repository, key: str, lim: Limits, budget: _Budget
         if rec.get("tool_name"):
             ev["tn"] = _red(str(rec["tool_name"]))
         if rec.get("tool_input") is not None:
-            ev["ts1"] = _clip(_tool_summary(rec["tool_input"]).split("\n", 1)[0], 300)[0]
+            ev["ts1"] = _excerpt(_tool_summary(rec["tool_input"]).split("\n", 1)[0], 300)[0]
             inp = rec["tool_input"]
             if isinstance(inp, dict) and len(inp) == 1 and next(iter(inp.values())) == ev["ts1"]:
                 inp = None  # the one-line summary says it all
         if rec.get("tool_input") is not None and inp is not None:
-            ev["ti"], n = _clip(inp, lim.tool_io)
+            ev["ti"], n = _excerpt(inp, lim.tool_io)
             if n or "tool_input" in full:
                 ev["tin"] = full.get("tool_input", n)
             size += len(ev["ti"])
         if rec.get("tool_output") is not None:
-            ev["to"], n = _clip(rec["tool_output"], lim.tool_io)
+            ev["to"], n = _excerpt(rec["tool_output"], lim.tool_io)
             if n or "tool_output" in full:
                 ev["ton"] = full.get("tool_output", n)
             size += len(ev["to"])
@@ -554,7 +527,7 @@ def build(repo: pygit2.Repository, task_ids: list[str], session_ids: list[str],
         "tasks": tasks, "sessions": sessions,
         "milestones": [{"name": _red(m.name), "event": m.event, "code": m.code, "task": m.task,
                         "step": m.step, "shown": m.event in shown_events,
-                        "title": _clip(m.note.get("title") or m.note.get("description") or "", 500)[0]}
+                        "title": _excerpt(m.note.get("title") or m.note.get("description") or "", 500)[0]}
                        for m in ms if m.event in shown_events or (m.task in task_ids)],
         "budget": {"diffs": dbudget.spent_out, "events": ebudget.spent_out},
     }
@@ -591,7 +564,7 @@ def linked_sessions(repo: pygit2.Repository, task_ids: list[str]) -> list[str]:
             want.add(m.event)
     for t in task_ids:
         for e in Timeline(repo, t).walk():
-            tr = parse_trailers(repo[e.oid].message).get("Tc-Trajectory")
+            tr = parse_trailers(repo[e.oid].peel(pygit2.Commit).message).get("Tc-Trajectory")
             if tr:
                 want.add(tr[0])
     if not want:
@@ -616,18 +589,14 @@ def _reachable(repo, tip, hexid: str) -> bool:
         return False
 
 
-def write_view(engine, task_ids=None, session_ids=None, out: str | None = None, open_it: bool = False) -> dict:
-    """Resolve what to show, render it and write the file (the CLI's `tc view`)."""
-    from .errors import NotFound
-    from .store import atomic_write
+def write_view(repo: pygit2.Repository, tasks: list[str], session_ids: list[str], active: str | None,
+               default_dir: Path, out: str | None = None) -> dict:
+    """Resolve what to show, render it and write the file (Engine.view; `tasks` are task ids the
+    engine checked). Nothing named: the active task (or every task) and every session."""
+    from .fsutil import atomic_write
 
-    if not engine.store.exists:
-        raise NotFound(f"no tc-git store for {engine.root}: nothing to view yet (tc init starts a task)")
-    repo = engine.repo
-    active = engine.store.active_task()
     all_tasks = Timeline.task_ids(repo)
-    tasks = [engine._timeline(t).task_id for t in (task_ids or [])]
-    sessions = [resolve_session(repo, s) for s in (session_ids or [])]
+    sessions = [resolve_session(repo, s) for s in session_ids]
     if not tasks and not sessions:
         tasks = [active] if active in all_tasks else all_tasks
         sessions = session_keys(repo)
@@ -639,13 +608,9 @@ def write_view(engine, task_ids=None, session_ids=None, out: str | None = None, 
     else:
         stem = (tasks[0] if len(tasks) == 1 and not session_ids else
                 sessions[0] if len(sessions) == 1 and not tasks else "all")
-        path = engine.store.path / "view" / f"{stem}.html"
+        path = default_dir / f"{stem}.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, html_text.encode("utf-8", "replace"), 0o644)
     summary["path"] = str(path)
     summary["url"] = path.as_uri()
-    if open_it:
-        import webbrowser
-
-        summary["opened"] = bool(webbrowser.open(path.as_uri()))
     return summary

@@ -19,6 +19,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from .refs import STORE_DIRNAME
 
@@ -79,20 +80,23 @@ class DriftWatcher:
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
-        self.observer = None
-        self.poller = None
-        self.mode = None  # "inotify" | "poll" once started
+        self.observer: Any = None  # a watchdog observer once started
+        self.poller: Any = None
+        self.mode: str | None = None  # "inotify" | "poll" once started
         self.failures = 0
         # TC_WATCH=poll forces the stat-poll fallback (file systems without notifications, e.g. NFS)
         self.force_poll = poll if poll is not None else os.environ.get("TC_WATCH", "").strip().lower() == "poll"
 
     # ----------------------------------------------------------------------- registration
-    def watch(self, root: Path, store: Path) -> None:
-        """Watch `root` if it has an active task (cheap; safe from any thread; never raises)."""
+    def watch(self, engine) -> None:
+        """Watch the engine's workspace while it has an active task (cheap; safe from any thread;
+        never raises)."""
         try:
-            self._watch(Path(root), Path(store))
+            entry = engine.watch_entry()
+            if entry is not None:
+                self._watch(Path(entry[0]), Path(entry[1]))
         except Exception:
-            self._fail("cannot watch %s", root)
+            self._fail("cannot watch %s", getattr(engine, "root", "?"))
 
     def _watch(self, root: Path, store: Path) -> None:
         if self.stopping.is_set():
@@ -101,8 +105,6 @@ class DriftWatcher:
             st = self.roots.get(root)
             if st is not None and st.handle is not None and st.store == store:
                 return
-        if not _has_active_task(store, root):
-            return
         with self.lock:
             self._start_locked()
             if st is not None:
@@ -319,7 +321,7 @@ def _new_journal(root: Path, store: Path):
     return Journal(str(root), os.path.join(str(store), "tc", BARRIER) if inside else None)
 
 
-_JOURNALS_OVERFLOW = []
+_JOURNALS_OVERFLOW: list[logging.Handler] = []
 
 
 def _watch_overflows() -> None:
@@ -339,13 +341,6 @@ def _watch_overflows() -> None:
     for name in ("watchdog.observers.inotify", "watchdog.observers.inotify_c"):
         logging.getLogger(name).addHandler(h)
     _JOURNALS_OVERFLOW.append(h)
-
-
-def _has_active_task(store: Path, root: Path) -> bool:
-    from .store import Store
-
-    s = Store(store, root)
-    return s.exists and bool(s.active_task())
 
 
 class _Handler:

@@ -109,7 +109,7 @@ async def test_saves_captures_and_watcher_under_churn(tmp_path, anyio_backend):
     results = []  # (kind, result, window)
     T0 = time.monotonic()
     watcher = DriftWatcher(interval=0.15, max_wait=0.5, engine_factory=lambda root: Engine(root, agent="watch"))
-    watcher.watch(ws, eng.store.path)
+    watcher.watch(eng)
     try:
         for i in range(75):
             r, w = _timed(lambda: eng.save(f"api {i}"))

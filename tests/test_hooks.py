@@ -6,6 +6,7 @@ agent-formats.md §1.3 and §3.3). Effects are judged with stock git on the stor
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -321,14 +322,36 @@ def test_hook_module_imports_neither_mcp_nor_pygit2_when_idle(tmp_path):
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'pygit2', 'tc_git')))") % tmp_path
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env())
     assert r.returncode == 0, r.stderr
-    # only the stdlib-only shared names (refs) and the clipping rule (jsonsafe) besides the entry itself
-    assert eval(r.stdout) == ["tc_git", "tc_git.hooks", "tc_git.jsonsafe", "tc_git.recordrules", "tc_git.refs"]
+    # only stdlib-only modules besides the entry itself: the shared names (refs), the clipping rule
+    # (jsonsafe), the recording rules, and the workspace/store locator the CLI uses too (discover, errors)
+    assert eval(r.stdout) == ["tc_git", "tc_git.discover", "tc_git.errors", "tc_git.hooks", "tc_git.jsonsafe",
+                              "tc_git.recordrules", "tc_git.refs"]
 
 
-def test_store_constants_match():
-    from tc_git import hooks, store
+def test_hooks_and_engine_find_the_same_store(tmp_path, monkeypatch):
+    """One locator (discover.find_workspace + discover.store_dir): from a subdirectory, the hook
+    entry finds the workspace and the store the engine uses, by default, through a pointer file
+    and through $TC_STORE."""
+    from tc_git import hooks
+    from tc_git.engine import Engine
 
-    assert (hooks.STORE_DIRNAME, hooks.POINTER_FILE) == (store.STORE_DIRNAME, store.POINTER_FILE)
+    monkeypatch.delenv("TC_STORE", raising=False)
+    cases = {}
+    for how in ("default", "pointer", "env"):
+        ws = tmp_path / how
+        (ws / "sub" / "deeper").mkdir(parents=True)
+        if how == "pointer":
+            (ws / ".task-checkpoint-store.json").write_text(json.dumps({"store": "../pointer-store"}))
+        if how == "env":
+            monkeypatch.setenv("TC_STORE", str(tmp_path / "env-store"))
+        e = Engine(ws)
+        e.init(how)
+        place = hooks.locate(str(ws / "sub" / "deeper"))
+        cases[how] = (place.root, place.store, place.task)
+        assert cases[how] == (str(ws), os.path.realpath(e.store_path), e.show()["task_id"]), how
+        monkeypatch.delenv("TC_STORE", raising=False)
+    assert cases["pointer"][1] == str(tmp_path / "pointer-store")
+    assert cases["env"][1] == str(tmp_path / "env-store")
 
 
 def test_external_store_through_the_pointer_file(tmp_path):

@@ -43,7 +43,7 @@ class Watched:
         if not self.eng.store.exists:
             self.eng.init("journal")
         self.watcher = DriftWatcher(interval=3600, max_wait=3600)
-        self.watcher.watch(self.eng.root, self.eng.store.path)
+        self.watcher.watch(self.eng)
         assert self.watcher.mode == "inotify", self.watcher.mode
 
     @property

@@ -20,7 +20,8 @@ DOC = ROOT / "docs" / "architecture.md"
 
 # Top to bottom. Names are relative to tc_git; "trajectory.*" is every module of that package.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("front ends", ["__main__", "cli", "cli.*", "ids", "userfiles", "watch", "mcp_fast", "mcp_server", "hooks"]),
+    ("front ends", ["__main__", "cli", "cli.*", "ids", "userfiles", "watch", "mcp_fast", "mcp_server", "mcp_wire",
+                    "hooks"]),
     ("engine", ["engine"]),
     ("domain", ["timeline", "snapshot", "restore", "compress", "resume", "handoff", "handoff.*", "handoff_cache",
                 "view", "diffstat", "gitguard", "journal", "trajectory", "trajectory.*"]),
@@ -32,12 +33,7 @@ LAYERS: list[tuple[str, list[str]]] = [
 
 # Known violations, each a (importer, imported) edge with the reason it is still there. The list may
 # only shrink: a new violation fails the test, and so does an entry that no longer occurs.
-ALLOWED: dict[tuple[str, str], str] = {
-    # The fast-start server hands over to the full one and the full one writes the fast one's cache
-    # (cache_payload, screen, claim_wire): one front end in two files, imported lazily both ways.
-    # Fix: move the cache/wire helpers mcp_server uses into a module below both.
-    ("mcp_server", "mcp_fast"): "the mcp_fast <-> mcp_server cycle",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 THIRD_PARTY_ONLY_IN = {"mcp": {"mcp_server"}}
 
@@ -184,3 +180,66 @@ def test_doc_layer_table_matches():
 
 def doc_table_text() -> str:
     return "\n".join(f"{title + ':':<16}{' '.join(names)}" for title, names in LAYERS) + "\n"
+
+
+# The diagram in docs/architecture.md: every module (a package as one) and the modules it imports
+# from the layers below base (everyone may use base), one line each, layer by layer. Regenerate
+# with `python tests/test_layering.py` after an import changes.
+PACKAGES = ("cli", "handoff", "trajectory")
+
+
+def _unit(name: str) -> str:
+    return next((p for p in PACKAGES if name == p or name.startswith(p + ".")), name)
+
+
+def diagram_text() -> str:
+    base = set(LAYERS[-1][1])
+    deps: dict[str, set[str]] = {}
+    for a, bs in GRAPH.items():
+        deps.setdefault(_unit(a), set()).update(
+            _unit(b) for b in bs if not b.startswith("!") and b != "__init__" and _unit(b) != _unit(a))
+    lines = []
+    for title, names in LAYERS[:-1]:
+        lines.append(title)
+        for unit in sorted({_unit(n[:-2] if n.endswith(".*") else n) for n in names}):
+            if unit in deps:
+                below = " ".join(sorted(d for d in deps[unit] if d not in base))
+                lines.append(f"  {unit:<14} -> {below or '(base only)'}".rstrip())
+    lines.append(f"{LAYERS[-1][0]} (stdlib only; every layer uses it): {' '.join(LAYERS[-1][1])}")
+    return "\n".join(lines) + "\n"
+
+
+def test_doc_diagram_matches_the_imports():
+    text = DOC.read_text(encoding="utf-8")
+    m = re.search(r"<!-- imports: begin.*?-->\n```\n(.*?)```\n<!-- imports: end -->", text, re.S)
+    assert m, "docs/architecture.md lost its import diagram (between <!-- imports: begin --> and end)"
+    assert m.group(1) == diagram_text(), ("docs/architecture.md's import diagram differs from the code's imports; "
+                                          "replace it with (python tests/test_layering.py):\n" + diagram_text())
+
+
+if __name__ == "__main__":
+    print(doc_table_text())
+    print(diagram_text())
+
+
+# Front ends go through the engine's public methods: no private engine name, no `engine.repo` or
+# `engine.store`, no Store of their own (issue 15). Read from the AST: an attribute of a name that
+# holds an engine in the front ends' code (e, eng, engine, user).
+ENGINE_NAMES = {"e", "eng", "engine", "user"}
+
+
+def test_front_ends_use_only_the_engine_facade():
+    front = [n for n in MODULES if _layer_of(n) == 0]
+    bad = []
+    for name in front:
+        tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id in ENGINE_NAMES:
+                a = node.attr
+                if a in ("repo", "store") or (a.startswith("_") and not a.startswith("__")):
+                    bad.append(f"{name}:{node.lineno} {node.value.id}.{a}")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").endswith("store") \
+                    and any(x.name == "Store" for x in node.names):
+                bad.append(f"{name}:{node.lineno} imports Store")
+    assert not bad, "front ends reaching around the engine's public methods: " + ", ".join(bad)

@@ -54,7 +54,7 @@ def watcher():
 
 
 def test_edit_becomes_drift_after_quiet_period_and_nothing_while_idle(ws, task, watcher):
-    watcher.watch(ws, task.store.path)
+    watcher.watch(task)
     assert watcher.mode in ("inotify", "native", "poll") and str(ws) in watcher.status()["roots"]
     time.sleep(1.5)  # idle: nothing recorded
     assert drifts(ws) == []
@@ -74,7 +74,7 @@ def test_edit_becomes_drift_after_quiet_period_and_nothing_while_idle(ws, task, 
 
 def test_store_and_git_writes_do_not_wake_it(ws, task, watcher):
     (ws / ".git").mkdir()
-    watcher.watch(ws, task.store.path)
+    watcher.watch(task)
     time.sleep(0.3)
     for i in range(5):
         write(ws, f".git/objects/x{i}", "y")
@@ -87,7 +87,7 @@ def test_store_and_git_writes_do_not_wake_it(ws, task, watcher):
 def test_partial_when_files_keep_changing(ws, task):
     w = DriftWatcher(interval=0.6, max_wait=1.5)
     try:
-        w.watch(ws, task.store.path)
+        w.watch(task)
         time.sleep(0.3)
         end = time.monotonic() + 2.5
         i = 0
@@ -107,7 +107,7 @@ def test_partial_when_files_keep_changing(ws, task):
 def test_stat_poll_fallback(ws, task):
     w = DriftWatcher(interval=0.5, max_wait=3.0, poll=True)
     try:
-        w.watch(ws, task.store.path)
+        w.watch(task)
         assert w.mode == "poll" and w.observer is None
         time.sleep(1.2)
         assert drifts(ws) == []
@@ -121,7 +121,7 @@ def test_stat_poll_fallback(ws, task):
 
 
 def test_closed_task_stops_watching(ws, task, watcher):
-    watcher.watch(ws, task.store.path)
+    watcher.watch(task)
     task.save("done", close=True)
     write(ws, "a.txt", "after close")
     wait_for(lambda: str(ws) not in watcher.status()["roots"], timeout=5)
@@ -130,7 +130,7 @@ def test_closed_task_stops_watching(ws, task, watcher):
 
 
 def test_no_active_task_is_not_watched(ws, watcher):
-    watcher.watch(ws, ws / ".checkpoints")  # no store at all
+    watcher.watch(Engine(ws))  # no store at all
     assert watcher.status()["roots"] == {} and watcher.thread is None
 
 

@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import time
+from typing import Any
 
 from .. import __version__, jsonsafe
 from ..errors import BadInput, TcError
@@ -97,19 +98,21 @@ Every command: {p} --help"""
 
 def _globals(p: argparse.ArgumentParser, top: bool) -> None:
     """Global options, accepted before or after the command (`tc-git log --json`)."""
-    d = {} if top else {"default": argparse.SUPPRESS}
+    d: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
     p.add_argument("-C", "--root", metavar="DIR", help="run as if started in DIR (default: the current "
                    "directory; the workspace is found upward from there, as git does)", **d)
     p.add_argument("--json", action="store_true", help="machine-readable output", **d)
 
 
 class _Parser(argparse.ArgumentParser):
+    _grouped = False  # the top-level parser lists the commands by group
+
     def format_help(self) -> str:
         if not getattr(self, "_grouped", False):
             return super().format_help()
         sub = next(a for a in self._actions if isinstance(a, argparse._SubParsersAction))
-        helps = {c.dest: c.help for c in sub._choices_actions}
-        lines = [self.format_usage().rstrip(), "", self.description, ""]
+        helps = {c.dest: c.help or "" for c in sub._choices_actions}
+        lines = [self.format_usage().rstrip(), "", self.description or "", ""]
         seen = set()
         width = max(len(n) for n in helps) + 2
         for title, names in GROUPS + [("more", sorted(helps))]:

@@ -126,13 +126,7 @@ def run(args) -> dict:
         return {"entries": e.log(task, args.limit)}
     if c == "show":
         if args.id is not None:  # any id form; the engine's `index` takes step numbers only
-            tl = e._timeline(task)
-            ent = tl.find(args.id)
-            if ent.kind == "step":
-                return e.show(task, ent.step, args.include_drift, args.limit, args.cursor)
-            head = tl.head()
-            return {"task_id": tl.task_id, "status": e._status(tl, head), "head": head.step,
-                    "steps": [e._entry_dict(tl, ent)], "drifts": [], "next_cursor": None}
+            return e.show_point(args.id, task, args.include_drift, args.limit, args.cursor)
         return e.show(task, None, args.include_drift, args.limit, args.cursor)
     if c == "diff":
         if args.stat:

@@ -147,11 +147,9 @@ def run_demo(keep: bool = False) -> dict:
         say()
 
         say("5. Look at it, and check it with stock git")
-        from ..view import write_view
-
-        v = write_view(e)
+        page = e.view()
         cmd("view", "one HTML page: timeline, diffs, the conversation")
-        say(f"     {v['path']}")
+        say(f"     {page['path']}")
         if have_git:
             ref = task_ref(task)
             say(f"  $ git --git-dir=.checkpoints log --oneline {ref}")
@@ -165,7 +163,7 @@ def run_demo(keep: bool = False) -> dict:
         say(f"Next: {PROG} setup --client claude (or codex, cursor) connects your agent; "
             f"{PROG} --help lists every command.")
         say(f"Scratch directory: {base}" + ("" if keep else " (removed; --keep leaves it to look around)"))
-        return {"workspace": str(ws), "second_workspace": str(ws2), "task_id": task, "view": v["path"],
+        return {"workspace": str(ws), "second_workspace": str(ws2), "task_id": task, "view": page["path"],
                 "bundle": str(bundle), "text": "\n".join(out)}
     finally:
         for k, v in old_env.items():

@@ -25,6 +25,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 FORWARDED = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, n))
 _SI_KERNEL = 0x80  # si_code of a signal the kernel (e.g. the terminal driver) generated
@@ -46,7 +47,7 @@ def run(root, argv: list[str], say=None) -> dict:
     engine = Engine(root, agent="tc-run")
     task, created = _ensure_task(engine, argv)
     before = engine.capture(title=f"before run: {_label(argv)}")  # the run's drifts hold only its edits
-    start_commit = before.get("commit") or str(engine._timeline().head_oid())
+    start_commit = before.get("commit") or engine.head_commit()
     cwd, started = os.getcwd(), time.time()
 
     forwarded: list[str] = []
@@ -56,13 +57,13 @@ def run(root, argv: list[str], say=None) -> dict:
         code = _run_with_handlers(engine, exe, argv, forwarded)
     exit_code = code if code >= 0 else 128 - code
     how = f"exit {code}" if code >= 0 else f"killed by {signal.Signals(-code).name}"
-    out = {"command": argv, "exit_code": exit_code, "task_id": task, "task_created": created,
+    out: dict[str, Any] = {"command": argv, "exit_code": exit_code, "task_id": task, "task_created": created,
            "drifts": [], "last_drift": None, "signals_forwarded": forwarded,
            "transcripts": [], "milestone": None, "seconds": round(time.time() - started, 3), "error": None}
     try:  # whatever happens here, the command's exit status is passed on
         last = engine.capture(title=f"run: {_label(argv)} ({how})")
         out["last_drift"] = last.get("drift_id")
-        drifts = out["drifts"] = _run_drifts(engine, start_commit, started)
+        drifts = out["drifts"] = engine.drifts_since(start_commit, started)
         agent = AGENTS.get(os.path.basename(argv[0]).lower())
         if agent:
             _record_transcripts(engine, agent, cwd, started, drifts, argv, out)
@@ -86,11 +87,8 @@ def _label(argv: list[str]) -> str:
 
 def _ensure_task(engine, argv) -> tuple[str, bool]:
     """The active task, or a new one named after the command when there is none (or it closed)."""
-    from ..timeline import Timeline
-
-    store = engine.store
-    active = store.active_task() if store.exists else None
-    if active and Timeline(engine.repo, active).exists() and Timeline(engine.repo, active).head().kind != "close":
+    active = engine.active_open_task()
+    if active:
         return active, False
     name = f"run {os.path.basename(argv[0])}"
     return engine.init(name, goal=f"work done by `{_label(argv)}`")["task_id"], True
@@ -109,7 +107,7 @@ def _start_watcher(engine):
         return Engine(root, agent="tc-run")
 
     w = DriftWatcher(log_line=lambda store, line: store_log(store, "run.log", line), engine_factory=engine_factory)
-    w.watch(engine.root, engine.store.path)
+    w.watch(engine)
     return w
 
 
@@ -204,17 +202,6 @@ def _wait(pid: int, forwarded: list[str]) -> int:
 def _drain() -> None:
     while signal.sigtimedwait((*FORWARDED, signal.SIGCHLD), 0) is not None:
         pass
-
-
-def _run_drifts(engine, start_commit: str, started: float) -> list[str]:
-    """Drift ids recorded since `start_commit`, oldest first."""
-    out = []
-    for e in engine._timeline().walk():
-        if str(e.oid) == start_commit or e.time < started - 2:  # (a compress may have rewritten it)
-            break
-        if e.kind == "drift" and e.drift:
-            out.append(e.drift)
-    return out[::-1]
 
 
 # ------------------------------------------------------------------ agent transcripts

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from .. import userfiles
 from ..errors import BadInput
@@ -77,7 +78,7 @@ def _add_json_server(path: Path, client: str, command: list[str]) -> bool:
     servers = data.get("mcpServers")
     if servers is not None and not isinstance(servers, dict):
         raise BadInput(f"{path}: mcpServers is not an object; fix it by hand first")
-    entry = {"command": command[0], "args": command[1:]}
+    entry: dict[str, Any] = {"command": command[0], "args": command[1:]}
     if client == "claude":
         entry = {"type": "stdio", **entry, "env": {}}
     if (servers or {}).get(SERVER_NAME) == entry:

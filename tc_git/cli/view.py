@@ -4,29 +4,35 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..ids import resolve_task
+from .common import engine_for
+
 
 def _run(args) -> dict:
-    from ..ids import resolve_task
-    from ..view import write_view
-    from .common import engine_for
-
     e = engine_for(args)
-    if not e.store.exists:  # sessions recorded where no store was: the user-level store
-        from ..trajectory.userstore import project_sessions
+    if not e.has_store:  # sessions recorded where no store was: the user-level store
+        from ..trajectory.userstore import project_sessions  # pygit2: not at start-up
 
         user = e.user_store()
         ids = list(args.view_sessions) or sorted(project_sessions(args.root)) if user is not None else []
         if user is not None and ids:
-            return dict(write_view(user, task_ids=[], session_ids=ids, out=args.output, open_it=args.open),
-                        store="user")
+            return _opened(dict(user.view(task_ids=[], session_ids=ids, out=args.output), store="user"), args)
     tasks = [resolve_task(e, t) for t in args.view_tasks]
-    r = write_view(e, task_ids=tasks, session_ids=args.view_sessions, out=args.output, open_it=args.open)
+    r = e.view(task_ids=tasks, session_ids=args.view_sessions, out=args.output)
     # The default is in the store, which no snapshot ever reads; a page written into the workspace
     # would be recorded by the next save and travel in every bundle.
-    path, root, store = Path(r["path"]), e.root, e.store.path.resolve()
+    path, root, store = Path(r["path"]), e.root, e.store_path.resolve()
     if _inside(path, root) and not _inside(path, store):
         r["warning"] = (f"{path} is inside the workspace: the next save records it. Write it elsewhere "
                         f"(-o {Path(os.path.expanduser('~')) / path.name}), or leave -o out")
+    return _opened(r, args)
+
+
+def _opened(r: dict, args) -> dict:
+    if args.open:
+        import webbrowser
+
+        r["opened"] = bool(webbrowser.open(r["url"]))
     return r
 
 

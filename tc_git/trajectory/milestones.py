@@ -16,7 +16,7 @@ import pygit2
 
 from ..errors import BadInput, Conflict, NotFound
 from ..refs import MILESTONES_PREFIX, NOTES_REF, SESSIONS_PREFIX
-from ..timeline import signature
+from ..timeline import read_note, signature
 
 __all__ = ["MILESTONES_PREFIX", "Milestone", "check_name", "SessionInfo", "resolve", "set_milestone",
            "get_milestone", "list_milestones", "delete_milestone", "list_sessions", "log",
@@ -84,11 +84,7 @@ def session_tip(repo: pygit2.Repository, session: str) -> pygit2.Commit | None:
 
 def event_note(repo: pygit2.Repository, event: str | pygit2.Oid) -> dict:
     """The `trajectory` part of an event's note ({} when none)."""
-    try:
-        note = json.loads(repo.lookup_note(str(event), NOTES_REF).message)
-    except (KeyError, ValueError):
-        return {}
-    return note.get("trajectory", {}) if isinstance(note, dict) else {}
+    return read_note(repo, event).get("trajectory", {})
 
 
 def _write_note(repo: pygit2.Repository, event: str, part: dict, when: float | None) -> None:
@@ -223,3 +219,12 @@ def log(repo: pygit2.Repository, point: str, *, newest_first: bool = True, offse
     return [{"id": str(c.id), "kind": c.message.split(":", 1)[0].split(" ", 1)[0],
              "subject": c.message.strip().split("\n", 1)[0], "timestamp": c.commit_time,
              "milestones": names.get(str(c.id), [])} for c in page], total
+
+
+def precompact_name(repo: pygit2.Repository, session: str | None) -> str:
+    """`precompact-<session>-<n>`: the n-th compaction of that session recorded in `repo` (the
+    PreCompact hook names one milestone per compaction)."""
+    from .recorder import session_name
+
+    prefix = f"precompact-{session_name('x', session or 'unknown')[2:]}-"
+    return f"{prefix}{1 + sum(1 for r in repo.references if r.startswith(MILESTONES_PREFIX + prefix))}"
