@@ -29,7 +29,7 @@ import pygit2
 
 BLOB = 3
 CHUNK = 1 << 20
-QUEUE_BYTES = 32 << 20  # blobs hashed but not yet compressed
+QUEUE_BYTES = 8 << 20  # blobs hashed but not yet compressed (enough to keep the other core busy)
 
 
 def available() -> bool:

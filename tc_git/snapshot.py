@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import os
 import stat as stat_mod
+import struct
 import time
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -132,7 +133,7 @@ class _Run:
         self.changed = 0
         self.done = 0
         self.writer = None  # packwriter.PackWriter during a first snapshot
-        self.pending: list = []  # (rel, oid, stat) waiting for the writer's pack
+        self.pending: list = []  # (rel, raw id, packed stat) waiting for the writer's pack
         self._stats = None
         self._dirs = None
         self._dir_memo: dict[str, bool] = {}  # is_tracked_dir answers (as the index was when asked)
@@ -376,7 +377,8 @@ class _Run:
     def _store(self, rel: str, st, data: bytes) -> None:
         try:
             if self.writer is not None:  # indexed once the pack is in place (libgit2 checks the blob exists)
-                self.pending.append((rel, self.writer.add_blob(data), st))
+                # packed: a stat_result costs ~600 B, 30 MiB at 50k files (issue 14's memory bound)
+                self.pending.append((rel, self.writer.add_blob(data).raw, _LiteStat.pack(st)))
             else:
                 _index_add(self.idx, rel, self.repo.create_blob(data), st)
             self.changed += 1
@@ -399,7 +401,8 @@ class _Run:
             self.idx.remove(rel)
         if self.writer is not None:
             self.writer.finish()  # blobs in the object database before the index and trees name them
-            for rel, oid, st in self.pending:
+            for rel, raw, packed in self.pending:
+                oid, st = pygit2.Oid(raw=raw), _LiteStat.unpack(packed)
                 if rel not in self.left:
                     try:
                         _index_add(self.idx, rel, oid, st)
@@ -496,6 +499,36 @@ def _same_stat(cached: tuple, st) -> bool:
 # Such entries get a smudged mtime so the next snapshot reads them again (libgit2's diff then
 # refreshes the stat data of the ones that did not change: DiffOption.UPDATE_INDEX).
 RACY_NS = 3_000_000_000
+
+
+class _LiteStat(NamedTuple):
+    """The lstat fields an index entry keeps, packed into 64 bytes while the first snapshot's
+    entries wait for its pack."""
+    st_mode: int
+    st_size: int
+    st_mtime_ns: int
+    st_ctime_ns: int
+    st_dev: int
+    st_ino: int
+    st_uid: int
+    st_gid: int
+
+    @staticmethod
+    def pack(st) -> bytes:
+        m = 0xFFFFFFFFFFFFFFFF  # the index keeps 32 bits of these anyway (Windows inodes can be 128-bit)
+        return _LITE.pack(st.st_mode, st.st_size & m, st.st_mtime_ns, st.st_ctime_ns, st.st_dev & m, st.st_ino & m,
+                          st.st_uid & m, st.st_gid & m)
+
+    @staticmethod
+    def unpack(b: bytes) -> _LiteStat:
+        return _LiteStat(*_LITE.unpack(b))
+
+    @property
+    def st_mtime(self) -> float:
+        return self.st_mtime_ns / 1e9
+
+
+_LITE = struct.Struct("<QQqqQQQQ")
 
 
 def _index_add(idx: pygit2.Index, rel: str, oid: pygit2.Oid, st) -> None:
