@@ -20,7 +20,7 @@ from . import snapshot as snapshot_mod
 from . import validate
 from .errors import BadInput, Conflict, NotFound, TaskClosed
 from .policy import Policy, validate_excludes
-from .refs import EMPTY_TREE, MILESTONES_PREFIX, POINTER_FILE, session_ref
+from .refs import EMPTY_TREE, MILESTONES_PREFIX, POINTER_FILE
 from .resume import handoff_text
 from .secrets import redact_fields
 from .store import Store, atomic_write, check_root, locate
@@ -712,6 +712,7 @@ class Engine:
         the code as it is now (a drift is captured first if the workspace changed).
         """
         from . import trajectory as T
+        from .trajectory import recording
 
         if (transcript is None) == (steps is None):
             raise BadInput("pass exactly one of transcript (a file path) or steps (a list of messages)")
@@ -727,8 +728,8 @@ class Engine:
                 path = self.root / path
             if not path.is_file():
                 raise NotFound(f"transcript not found: {path}")
-            fingerprint = self._transcript_key(path, fmt, session, agent)
-            same = self._unchanged_transcript(fingerprint)
+            fingerprint = recording.file_key(path, fmt, session, agent)
+            same = recording.unchanged(self.store, fingerprint)
             if same is not None:
                 return same if not milestone else self._with_milestone(same, milestone)
             tr = T.read_transcript(str(path), fmt=fmt, session_id=session)
@@ -743,7 +744,7 @@ class Engine:
             tr.agent = agent
         self.store.create() if not self.store.exists else None
         with self.store.lock():
-            res = self._record_transcript(tr)
+            res = recording.record_in(self.store, tr)
             tip = res.branches.get("main") or next(iter(res.branches.values()), None)
             out = {"session": res.session, "events": res.events, "new_commits": res.new_commits,
                    "branches": res.branches, "tip": tip, "skipped": res.skipped,
@@ -752,69 +753,13 @@ class Engine:
             if milestone and tip:
                 out["milestone"] = self._milestone_locked(milestone, tip, res.session, "")
         if transcript is not None:
-            self._remember_transcript(fingerprint, out)
+            recording.remember(self.store, fingerprint, out)
         return out
-
-    # A transcript file whose bytes were recorded before is not parsed again: ids depend only on
-    # the bytes (and the reader), so the earlier result stands while its refs still point there.
-    READER_VERSION = 3  # 2: thinking, images, event_msg prompts, progress-line parents; 3: Codex compacted kept whole
-
-    def _transcript_key(self, path: Path, fmt, session, agent) -> tuple[str, str]:
-        import hashlib
-
-        h = hashlib.sha1()
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        args = f"{self.READER_VERSION}\0{fmt}\0{session}\0{agent}\0{path}"
-        return hashlib.sha1(args.encode("utf-8", "surrogateescape")).hexdigest(), h.hexdigest()
-
-    def _unchanged_transcript(self, fingerprint: tuple[str, str]) -> dict | None:
-        if not self.store.exists:
-            return None
-        seen = self.store.read_json("recorded-files.json", {})
-        key, digest = fingerprint
-        prev = seen.get(key)
-        if not prev or prev.get("sha1") != digest:
-            return None
-        out = prev["result"]
-        prefix = session_ref(out['session'])
-        refs = self.repo.references
-        if any(str(refs[prefix + b].target) != t if prefix + b in refs else True for b, t in out["branches"].items()):
-            return None  # moved or deleted since: record properly
-        return dict(out, new_commits=0, milestone=None, unchanged_file=True)
-
-    def _remember_transcript(self, fingerprint: tuple[str, str], out: dict) -> None:
-        key, digest = fingerprint
-        with self.store.lock():
-            seen = self.store.read_json("recorded-files.json", {})
-            seen[key] = {"sha1": digest, "result": {k: v for k, v in out.items() if k != "milestone"}}
-            if len(seen) > 500:  # oldest entries first out
-                seen = dict(list(seen.items())[-500:])
-            self.store.write_json("recorded-files.json", seen)
 
     def _with_milestone(self, out: dict, milestone: str) -> dict:
         with self.store.lock():
             out["milestone"] = self._milestone_locked(milestone, out["tip"], out["session"], "")
         return out
-
-    def _record_transcript(self, tr):
-        """Write the events; a long conversation recorded for the first time goes to one pack
-        (thousands of loose objects cost ~12 KB each on disk and most of the time)."""
-        from . import mempack
-        from . import trajectory as T
-        from .trajectory.recorder import publish, session_name
-
-        prefix = session_ref(session_name(tr.agent, tr.session_id))
-        if len(tr.events) < 200 or any(r.startswith(prefix) for r in self.repo.references):
-            return T.record(self.repo, tr)
-        with mempack.bulk_writes(self.repo) as (work, pack):
-            res = T.record(work, tr, update_refs=False)
-            if pack is not None and res.new_commits:
-                pack.flush()  # objects durable before any ref names them
-        self.store.reopen()
-        publish(self.repo, res)
-        return res
 
     def _milestone_locked(self, name: str, event: str, session: str | None, message: str,
                           force: bool = False) -> dict:
@@ -848,17 +793,9 @@ class Engine:
     def sessions(self) -> dict:
         """This workspace's sessions and milestones, then those the hooks recorded for this
         project into the user-level store (`store: "user"`)."""
-        from . import trajectory as T
-
-        out: dict = {"sessions": [], "milestones": []}
-        if self.store.exists:
-            out = {
-                "sessions": [{"session": s.session, "branches": s.branches, "store": "workspace"}
-                             for s in T.list_sessions(self.repo)],
-                "milestones": [{"name": m.name, "event": m.event, "session": m.session,
-                                "code_commit": m.code_commit, "message": m.message, "created": _now_iso(m.created)}
-                               for m in T.list_milestones(self.repo)],
-            }
+        out = self.sessions_here()
+        for s in out["sessions"]:
+            s["store"] = "workspace"
         user = self.user_store()
         if user is not None:
             from .trajectory.userstore import project_sessions
