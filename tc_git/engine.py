@@ -253,7 +253,7 @@ class Engine:
                                    trajectory=trajectory, **fields)
                 oid = tl.append("step", snap.tree, rec)
                 idempotent = False
-                git = self._after_step(tl)
+                git = self._mirror_task(tl.task_id, tl.ref)
             if close:
                 h = tl.head()
                 tl.append("close", snap.tree, self._record(tl, h, title=f"closed after step {index}"))
@@ -274,11 +274,8 @@ class Engine:
                 return e
         return None
 
-    def _after_step(self, tl: Timeline) -> dict:
-        """Export the task's refs into the user's repository (handoff layer), if there is one."""
-        return self._mirror_task(tl.task_id, tl.ref)
-
     def _mirror_task(self, task_id: str, label: str | None) -> dict:
+        """Export the task's refs into the user's repository (handoff layer), if there is one."""
         from .handoff import userrepo  # lazy: most calls never export
 
         # inside a call that watches the user's git as a whole (_watch_user_git), that outer
@@ -742,7 +739,8 @@ class Engine:
                               base_time=float(os.environ.get("TC_STEPS_BASE_TIME", "1700000000")))
         if agent:
             tr.agent = agent
-        self.store.create() if not self.store.exists else None
+        if not self.store.exists:
+            self.store.create()
         with self.store.lock():
             res = recording.record_in(self.store, tr)
             tip = res.branches.get("main") or next(iter(res.branches.values()), None)
@@ -1093,8 +1091,7 @@ def _watch_user_git(fn):
 
 
 for _name in ("save", "restore", "undo", "import_", "pull", "checkout"):
-    if hasattr(Engine, _name):
-        setattr(Engine, _name, _watch_user_git(getattr(Engine, _name)))
+    setattr(Engine, _name, _watch_user_git(getattr(Engine, _name)))
 
 def _or_user_store(fn):
     """A trajectory read this workspace's store cannot answer (no store, no such point) is asked
