@@ -32,11 +32,34 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from . import __version__, jsonsafe, mcp_wire
 from .errors import TcError
 from .fsutil import store_log
+from .mcp_models import (
+    RESULT_MODELS,
+    BranchResult,
+    CaptureResult,
+    CheckoutResult,
+    CompressResult,
+    EventsResult,
+    ExportResult,
+    ImportResult,
+    InitResult,
+    MarkdownResult,
+    Milestone,
+    RecordResult,
+    ReplayResult,
+    RestoreResult,
+    ResumeResult,
+    SaveResult,
+    SessionsResult,
+    ShowResult,
+    SwitchResult,
+    SyncResult,
+    TrajectoryDiffResult,
+)
 from .refs import POINTER_FILE, STORE_DIRNAME
 
 log = logging.getLogger("tc_git.mcp")
@@ -49,262 +72,6 @@ INSTRUCTIONS = (
 )
 ERROR_META = "tc-git/code"  # error results: the error code under this `_meta` key
 PROGRESS_EVERY = 0.2  # seconds between progress notifications
-
-
-# ------------------------------------------------------------------------------- result models
-class _Out(BaseModel):
-    # Keys the engine adds later pass through instead of being silently dropped.
-    model_config = ConfigDict(extra="allow")
-
-
-class GitInfo(_Out):
-    ok: bool = False
-    ref: str | None = None
-    reason: str | None = None
-    unchanged: bool | None = None
-
-
-class ChangedFile(_Out):
-    path: str
-    status: str
-
-
-class FilesChanged(_Out):
-    count: int
-    files: list[ChangedFile]
-
-
-class InitResult(_Out):
-    task_id: str
-    name: str
-    store: str
-    store_is_external: bool
-    prev_suspended: str | None = None
-    exclude: list[str]
-    note: str
-
-
-class SaveResult(_Out):
-    task_id: str
-    index: int = Field(description="step number")
-    title: str
-    commit: str
-    groups: list[dict[str, Any]] = []
-    skipped_paths: list[str] = Field(description="not stored (ignored, sensitive, too large)")
-    idempotent: bool
-    closed: bool
-    status: str
-    active_task_changed: bool
-    git: GitInfo
-    changed: int = 0
-    newly_left_out: list[str] = Field(default=[], description="files left out for the first time (or changed): "
-                                      "credential in content, sensitive name, too large; said once")
-    redacted: list[dict[str, Any]] = Field(default=[], description="fields whose credentials were replaced by "
-                                           "[REDACTED:<rule>] before they were stored: [{field, rules}]")
-
-
-class LastStep(_Out):
-    title: str = ""
-    conclusion: str = ""
-    description: str = ""
-    next: str = ""
-
-
-class Health(_Out):
-    ok: bool
-    errors: list[str]
-
-
-class ResumeResult(_Out):
-    task_id: str
-    name: str
-    status: str
-    goal: str
-    constraints: str
-    head: int
-    last: LastStep
-    open_questions: list[str]
-    drift_paths: list[str] = Field(description="unsaved changes (capped)")
-    drift_total: int
-    next: str
-    store: str
-    active_task: str | None = None
-    skipped: list[str]
-    health: Health
-    milestone: str | None = None
-    commit: str
-    handoff: str = Field(description="summary for a new session")
-
-
-class Entry(_Out):
-    index: int
-    id: str
-    kind: str
-    title: str
-    timestamp: str
-    commit: str
-    files_changed: int = 0
-
-
-class ShowResult(_Out):
-    task_id: str
-    status: str
-    head: int
-    steps: list[Entry]
-    drifts: list[Entry]
-    drifts_omitted: int = 0
-    next_cursor: int | None = Field(None, description="cursor of the next page")
-
-
-class PathReason(_Out):
-    path: str
-    reason: str
-
-
-class PlanCounts(_Out):
-    to_delete: int
-    to_write: int
-    to_replace: int
-    unrestorable: int
-
-
-class Plan(_Out):
-    to_delete: list[str]
-    to_write: list[str]
-    to_replace: list[str]
-    unrestorable: list[PathReason]
-    counts: PlanCounts
-
-
-class RestoreResult(_Out):
-    applied: bool
-    recovered: str | None = Field(None, description="restore point (undo=true returns to it)")
-    target: str
-    target_commit: str
-    plan: Plan
-    skipped_paths: list[str]
-    commit: str | None = None
-    failed: list[PathReason] = []
-
-
-class CaptureResult(_Out):
-    captured: bool
-    drift_id: str | None = None
-    reads: int = Field()
-    commit: str | None = None
-    partial: bool
-    waiting: bool
-    skipped_paths: list[str]
-    files: FilesChanged | None = None
-
-
-class SwitchResult(_Out):
-    task_id: str
-    status: str
-
-
-class CompressResult(_Out):
-    converted: int = Field()
-    eligible: int
-    already_gone: int = 0
-    bytes_freed: int
-    bytes_before: int | None = None
-    bytes_after: int | None = None
-    keep_seconds: int
-    minimum: int
-    maximum: int
-
-
-class ExportResult(_Out):
-    task_id: str
-    path: str = Field()
-    handoff: str | None = Field(None)
-    incremental: bool = False
-
-
-class ImportResult(_Out):
-    task_id: str
-    restore: dict[str, Any] | None = Field(None, description="the restore to the imported head; its note "
-                                                            "says what was written")
-
-
-class SyncResult(_Out):
-    remote: str = Field()
-    conflicts: dict[str, Any] = Field(default_factory=dict, description="refs left alone, why")
-
-
-class Milestone(_Out):
-    name: str
-    event: str
-    session: str | None = None
-    code_commit: str | None = Field(None)
-
-
-class RecordResult(_Out):
-    session: str = Field()
-    events: int
-    new_commits: int = Field()
-    branches: dict[str, str]
-    tip: str | None = None
-    milestone: Milestone | None = None
-
-
-class SessionsResult(_Out):
-    sessions: list[dict[str, Any]]
-    milestones: list[Milestone]
-
-
-class EventsResult(_Out):
-    point: str
-    events: list[dict[str, Any]]
-    total: int
-    next_offset: int | None = None
-
-
-class CheckoutResult(_Out):
-    point: str
-    event: str
-    messages: list[dict[str, Any]]
-    total: int
-    code_commit: str | None = None
-    restore: dict[str, Any] | None = None
-
-
-class MarkdownResult(_Out):
-    point: str
-    bytes: int
-    markdown: str | None = None
-    path: str | None = None
-
-
-class BranchResult(_Out):
-    ref: str
-    at: str
-
-
-class TrajectoryDiffResult(_Out):
-    a: str
-    b: str
-    base: str | None = Field(None, description="last common event")
-    only_a: list[dict[str, Any]]
-    only_b: list[dict[str, Any]]
-    code: dict[str, Any] | None = Field(None)
-
-
-class ReplayResult(_Out):
-    point: str
-    mode: str
-
-
-RESULT_MODELS: dict[str, type[_Out]] = {
-    "tc_push": SyncResult, "tc_pull": SyncResult, "tc_record": RecordResult, "tc_sessions": SessionsResult,
-    "tc_milestone": Milestone, "tc_events": EventsResult, "tc_checkout": CheckoutResult,
-    "tc_markdown": MarkdownResult, "tc_branch": BranchResult, "tc_trajectory_diff": TrajectoryDiffResult,
-    "tc_replay": ReplayResult,
-    "tc_init": InitResult, "tc_save": SaveResult, "tc_resume": ResumeResult, "tc_show": ShowResult,
-    "tc_restore": RestoreResult, "tc_capture": CaptureResult, "tc_switch": SwitchResult,
-    "tc_export": ExportResult, "tc_import": ImportResult, "tc_compress": CompressResult,
-}
 
 
 # arguments that name files: a quoted non-UTF-8 name (`jsonsafe`) is turned back into its bytes

@@ -31,7 +31,7 @@ def _stamp(module: str) -> str:
 def cache_path() -> Path:
     here = Path(__file__).resolve().parent
     h = hashlib.sha1(CACHE_FORMAT.encode())
-    for name in ("mcp_server.py", "jsonsafe.py", "mcp_fast.py", "mcp_wire.py"):
+    for name in ("mcp_server.py", "mcp_models.py", "jsonsafe.py", "mcp_fast.py", "mcp_wire.py"):
         try:
             h.update((here / name).read_bytes())
         except OSError:

@@ -23,7 +23,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from .model import Event, Transcript, count_unknown, image_block, parse_time
+from .model import Event, Transcript, count_unknown, feed, image_block, parse_time
 
 __all__ = ["read_claude"]
 
@@ -93,12 +93,8 @@ class _Builder:
         self.order = 0
 
     # -- per line ---------------------------------------------------------------------------
-    def line(self, entry: Any) -> None:
-        self.order += 1
+    def line(self, entry: dict) -> None:  # (model.feed numbers the lines and skips non-objects)
         st = self.t.stats
-        if not isinstance(entry, dict):
-            st["skipped"] += 1
-            return
         kind = entry.get("type")
         if not self.t.session_id and isinstance(entry.get("sessionId"), str):
             self.t.session_id = entry["sessionId"]
@@ -424,12 +420,5 @@ def read_claude(lines: Iterable[Any], subagent_lines: Iterable[Any] = ()) -> Tra
         else:
             sources.append(sub)
     for source in sources:
-        for entry in source:
-            b.t.stats["lines"] += 1
-            if entry is None:
-                b.t.stats["malformed"] += 1
-                b.t.stats["skipped"] += 1
-                b.order += 1
-                continue
-            b.line(entry)
+        feed(b, source)
     return b.finish()

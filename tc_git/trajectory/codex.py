@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from .model import Event, Transcript, count_unknown, image_block, parse_time
+from .model import Event, Transcript, count_unknown, feed, image_block, parse_time
 
 __all__ = ["read_codex", "ENVELOPE_TYPES"]
 
@@ -80,12 +80,8 @@ class _Builder:
             k: {"item": [], "event": []} for k in ("user", "assistant", "thinking")}
         self.said: dict[str, str] = {}  # event key -> the stream it was taken from
 
-    def line(self, entry: Any) -> None:
-        self.order += 1
+    def line(self, entry: dict) -> None:  # (model.feed numbers the lines and skips non-objects)
         st = self.t.stats
-        if not isinstance(entry, dict):
-            st["skipped"] += 1
-            return
         kind, payload = entry.get("type"), entry.get("payload")
         if kind not in ENVELOPE_TYPES and kind in ITEM_TYPES and payload is None:
             kind, payload = "response_item", entry  # legacy rollouts: items without envelope
@@ -263,12 +259,5 @@ class _Builder:
 def read_codex(lines: Iterable[Any]) -> Transcript:
     """Build a Transcript from parsed rollout lines (None marks a malformed line)."""
     b = _Builder()
-    for entry in lines:
-        b.t.stats["lines"] += 1
-        if entry is None:
-            b.t.stats["malformed"] += 1
-            b.t.stats["skipped"] += 1
-            b.order += 1
-            continue
-        b.line(entry)
+    feed(b, lines)
     return b.t

@@ -12,6 +12,7 @@ import binascii
 import datetime as _dt
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,3 +155,18 @@ def count_unknown(stats: dict, kind: Any) -> None:
     unknown = stats.setdefault("unknown_types", {})
     unknown[name[:60]] = unknown.get(name[:60], 0) + 1
     stats["skipped"] += 1
+
+
+def feed(builder: Any, lines: Iterable[Any]) -> None:
+    """Each parsed line that is a JSON object to `builder.line` (a reader's builder: `t` its
+    Transcript, `order` the number of the line being read); None marks a malformed line, counted
+    like any other that is not an object, never fatal."""
+    for entry in lines:
+        builder.t.stats["lines"] += 1
+        builder.order += 1
+        if entry is None:
+            builder.t.stats["malformed"] += 1
+        if not isinstance(entry, dict):
+            builder.t.stats["skipped"] += 1
+            continue
+        builder.line(entry)
