@@ -94,9 +94,9 @@ def reachable(repo: pygit2.Repository, tips, hides=(), have=None) -> list:
     stop: set = set()
     for h in hides:
         stop.add(h)
-        c = repo.get(h)
-        if c is not None and c.type == pygit2.enums.ObjectType.COMMIT:
-            stop.add(c.tree_id)
+        hidden = repo.get(h)
+        if hidden is not None and hidden.type == pygit2.enums.ObjectType.COMMIT:
+            stop.add(hidden.peel(pygit2.Commit).tree_id)
     out = []
 
     def tree(tid):
@@ -123,8 +123,9 @@ def reachable(repo: pygit2.Repository, tips, hides=(), have=None) -> list:
         obj = repo[c]
         out.append(c)
         if obj.type == pygit2.enums.ObjectType.COMMIT:
-            tree(obj.tree_id)
-            stack.extend(obj.parent_ids)
+            commit = obj.peel(pygit2.Commit)
+            tree(commit.tree_id)
+            stack.extend(commit.parent_ids)
     return out
 
 

@@ -10,6 +10,7 @@ import contextlib
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pygit2
 from pygit2.enums import ObjectType
@@ -148,7 +149,7 @@ def _write_bundle(repo: pygit2.Repository, path: Path, refs: dict[str, str], pre
     file renamed), leaving out what `prerequisites` reach."""
     prereq = [str(p) for p in prerequisites]
     n, pack = packs.build(repo, refs.values(), prereq).data()
-    subjects = [(p, repo[p].message.split("\n", 1)[0] if p in repo else "") for p in prereq]
+    subjects = [(p, repo[p].peel(pygit2.Commit).message.split("\n", 1)[0] if p in repo else "") for p in prereq]
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
@@ -218,7 +219,7 @@ def import_bundle(store: Store, path: Path, rename, merge) -> dict:
             except (KeyError, pygit2.GitError) as e:
                 raise BadInput(f"refusing {path.name}: incomplete history ({e})") from None
             for t in tasks:
-                if entry_of(q[h.refs[head_ref(t)]]) is None:
+                if entry_of(q[h.refs[head_ref(t)]].peel(pygit2.Commit)) is None:
                     raise BadInput(f"refusing {path.name}: {head_ref(t)} is not a tc-git timeline commit")
             # every tree that arrives is checked before any ref moves (nothing from a bundle is trusted)
             refuse_hostile_trees(q, h.refs.values(), have, path.name)
@@ -247,7 +248,7 @@ def import_bundle(store: Store, path: Path, rename, merge) -> dict:
                         "from": str(path), "task": tasks[0], "commit": h.refs[head_ref(tasks[0])]})
                     for k in ("conclusion", "description", "changed", "undo", "target", "failed"):
                         rec.pop(k, None)
-                    tl.append("import", repo[head.oid].tree_id, rec)
+                    tl.append("import", repo[head.oid].peel(pygit2.Commit).tree_id, rec)
                 store.set_active_task(task_id)
     return {"task_id": task_id, "tasks": tasks, "source": str(path), "objects": count,
             "refs": {k: v for k, v in h.refs.items()}, "prerequisites": [o for o, _ in h.prerequisites], **report}
@@ -257,9 +258,9 @@ def _plan_refs(q, store: Store, incoming: dict[str, str], rename, merge) -> tupl
     """Decide each ref: create, fast-forward, keep, or refuse (raises, nothing written yet)."""
     local = pygit2.Repository(str(store.path)) if store.exists else None
     plan: dict[str, tuple] = {}
-    report = {"created": [], "fast_forwarded": [], "up_to_date": [], "kept_local": [], "notes": None}
-    for name, theirs in sorted(incoming.items()):
-        theirs = as_oid(theirs)
+    report: dict[str, Any] = {"created": [], "fast_forwarded": [], "up_to_date": [], "kept_local": [], "notes": None}
+    for name, theirs_hex in sorted(incoming.items()):
+        theirs = as_oid(theirs_hex)
         target = name
         t = task_of_ref(name)
         if t and rename:

@@ -39,7 +39,7 @@ def notes_for(repo: pygit2.Repository, tips, notes_tip) -> pygit2.Oid:
         if h in want:
             continue
         want.add(h)
-        stack.extend(repo[oid].parent_ids)
+        stack.extend(repo[oid].peel(pygit2.Commit).parent_ids)
     tb = repo.TreeBuilder()
     for name, blob in sorted(_notes_map(repo, notes_tip).items()):
         if name in want:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from typing import cast
 
 import pygit2
 
@@ -135,7 +136,7 @@ def linked_refs(repo: pygit2.Repository, task_id: str, milestones_only: bool = F
 
 
 def task_refs(repo: pygit2.Repository, task_id: str, milestones_only: bool = False) -> dict[str, pygit2.Oid]:
-    refs = {head_ref(task_id): repo.references[head_ref(task_id)].target}
+    refs = {head_ref(task_id): cast(pygit2.Oid, repo.references[head_ref(task_id)].target)}  # a direct ref
     refs.update(linked_refs(repo, task_id, milestones_only))
     notes = ref_target(repo, NOTES_REF)
     if notes is not None:

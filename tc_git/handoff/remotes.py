@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pygit2
 
@@ -164,7 +165,8 @@ def _pull(store: Store, url: str, created_store: bool, verify: bool) -> dict:
             raise Unavailable(f"cannot reach remote {url}: {e}") from e
         _fetch_verified(store, url, theirs)
         repo = store.repo
-        updates, report = {}, {"created": [], "fast_forwarded": [], "local_ahead": [], "conflicts": {}}
+        updates: dict[str, tuple] = {}
+        report: dict[str, Any] = {"created": [], "fast_forwarded": [], "local_ahead": [], "conflicts": {}}
         notes_state = None
         for name, oid in sorted(theirs.items()):
             ours = ref_target(repo, name)
@@ -192,7 +194,7 @@ def _pull(store: Store, url: str, created_store: bool, verify: bool) -> dict:
     moved = bool(active and head_ref(active) in report["fast_forwarded"])
     return {"remote": url, "ok": not report["conflicts"], **report, "notes": notes_state or "unchanged",
             "store_created": created_store, "active_task_moved": moved, "git": git,
-            "hint": _restore_hint(store.repo, active) if moved else None}
+            "hint": _restore_hint(store.repo, active) if moved and active else None}
 
 
 def _restore_hint(repo: pygit2.Repository, task_id: str) -> str | None:

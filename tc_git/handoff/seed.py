@@ -40,7 +40,7 @@ def import_seed(store: Store, d: Path, rename) -> dict:
     target = rename or tid
     if store.exists and head_ref(target) in store.repo.references:
         raise Conflict(f"task {target} already exists in this store: import with rename=<new id> (--rename)")
-    entries: list[tuple[str, Path, int]] = []
+    entries: list[tuple[str, Path, FileMode]] = []
     filtered: list[str] = []
     for dirpath, dirs, names in os.walk(files):
         for n in dirs + names:
@@ -76,8 +76,8 @@ def import_seed(store: Store, d: Path, rename) -> dict:
             idx.add(pygit2.IndexEntry(rel, repo.create_blob(data), mode))
             kept += 1
         tree = idx.write_tree(repo)
-        resume = meta.get("resume") if isinstance(meta.get("resume"), dict) else {}
-        last = resume.get("last") if isinstance(resume.get("last"), dict) else {}
+        resume: dict = meta["resume"] if isinstance(meta.get("resume"), dict) else {}
+        last: dict = resume["last"] if isinstance(resume.get("last"), dict) else {}
         tl = Timeline(repo, target)
         rec = {
             "task": {"id": target, "name": str(task.get("name") or target), "goal": str(task.get("goal") or ""),

@@ -4,6 +4,7 @@ everything else in its git directory taken before and after to prove nothing els
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pygit2
 
@@ -78,7 +79,7 @@ def mirror(store: Store, pick, label: str | None, verify: bool = True) -> dict:
 
     `verify`: fingerprint the user's git directory before and after (what must not change there,
     gitguard.py); False when the caller already watches it as a whole (Engine._watch_user_git)."""
-    out = {"ok": False, "ref": None, "reason": None, "unchanged": None}
+    out: dict[str, Any] = {"ok": False, "ref": None, "reason": None, "unchanged": None}
     if env_off("TC_GIT"):
         out["reason"] = "TC_GIT=off"
         return out
