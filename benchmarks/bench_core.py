@@ -103,7 +103,7 @@ def worker_journal(root: Path, n: int) -> dict:
     e = Engine(root)
     e.init("bench")
     w = DriftWatcher(interval=3600, max_wait=3600)
-    w.watch(e.root, e.store.path)
+    w.watch(e)
     e.journal = w.journal(e.root)
     if e.journal is None:
         raise SystemExit("no change journal here (no inotify?)")
