@@ -22,6 +22,7 @@ import os
 import struct
 import tempfile
 import threading
+import time
 import zlib
 from collections import deque
 
@@ -41,6 +42,7 @@ class PackWriter:
         self.repo = repo
         self.dir = os.path.join(repo.path, "objects", "pack")
         os.makedirs(self.dir, exist_ok=True)
+        _remove_stale(self.dir)
         fd, self.path = tempfile.mkstemp(prefix="tmp-tc-", suffix=".pack", dir=self.dir)
         self.idx_path: str | None = None
         self.f = os.fdopen(fd, "w+b")
@@ -167,6 +169,22 @@ class PackWriter:
                 except FileNotFoundError:
                     pass
         self.path = self.idx_path = None
+
+
+STALE = 600  # seconds: a live writer appends all the time, a killed one left its file behind
+
+
+def _remove_stale(d: str) -> None:
+    """Drop what a killed first snapshot left (`tmp-tc-*`): untouched for STALE seconds."""
+    now = time.time()
+    for name in os.listdir(d):
+        if name.startswith("tmp-tc-"):
+            p = os.path.join(d, name)
+            try:
+                if now - os.lstat(p).st_mtime > STALE:
+                    os.unlink(p)
+            except OSError:
+                pass
 
 
 def _index_v2(entries: list[tuple[bytes, int, int]], pack_sum: bytes) -> bytes:
