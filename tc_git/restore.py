@@ -122,7 +122,7 @@ def make_plan(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, le
                 # on disk as a captured directory (file <-> directory swap): the plan deletes
                 # its files first, then writes this one
                 plan.to_replace.append((d.path, d.new_id, d.new_mode))
-            elif d.path in left or _present(root, d.path):
+            elif d.path in left or (_present(root, d.path) and not _empty_dir(root, d.path)):
                 plan.unrestorable.append({"path": d.path, "reason": "present in the workspace but not captured "
                                           "(ignored, sensitive or too large): left as it is"})
             else:
@@ -145,6 +145,27 @@ def _present(root: str, rel: str) -> bool:
             return False
         if i < len(parts) - 1 and not stat_mod.S_ISDIR(st.st_mode):
             return False
+    return True
+
+
+def _empty_dir(root: str, rel: str, limit: int = 1000) -> bool:
+    """Is `rel` a directory holding no file, link or `.git` at any depth (only empty
+    directories)? Then nothing uncaptured is there: writing the target's file in its place
+    (wsfs removes the empty directories first) loses nothing. Lstat all the way; a large or
+    unreadable tree counts as not empty."""
+    stack = [os.path.join(root, rel)]
+    try:
+        if not stat_mod.S_ISDIR(os.lstat(stack[0]).st_mode):
+            return False
+        while stack:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    limit -= 1
+                    if limit < 0 or entry.name == ".git" or not entry.is_dir(follow_symlinks=False):
+                        return False
+                    stack.append(entry.path)
+    except OSError:
+        return False
     return True
 
 

@@ -423,6 +423,41 @@ class Workspace:
                     break
                 d = parent
 
+    def _rmdir_empty(self, parent, name: str, depth: int = 0) -> None:
+        """Remove directory `name` of `parent` and the empty directories inside it, through
+        descriptors (no link followed). Anything else in it (a file, a link, `.git`, or one that
+        appears meanwhile: rmdir refuses a non-empty directory) leaves it in place: Refused."""
+        uncaptured = Refused(errno.ENOTEMPTY, "a directory with uncaptured content is there: left as it is")
+        try:
+            self.ops.rmdir(name, parent)
+            return
+        except OSError as e:
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        if depth >= 64:
+            raise uncaptured from None
+        try:
+            h = self.ops.child_dir(name, parent)
+        except OSError as e:
+            raise self._refused(e, name) from None
+        try:
+            for child in self.ops.listdir(h):
+                try:
+                    st = self.ops.stat(child, h)
+                except FileNotFoundError:
+                    continue  # gone meanwhile
+                if child == ".git" or not stat_mod.S_ISDIR(st.st_mode):
+                    raise uncaptured
+                self._rmdir_empty(h, child, depth + 1)
+        finally:
+            self.ops.close(h)
+        try:
+            self.ops.rmdir(name, parent)
+        except OSError as e:
+            if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                raise uncaptured from None
+            raise
+
     def write(self, rel: str, data: bytes, mode: int, expect_id: str | None = None, create: bool = False) -> None:
         """Put `data` at `rel` (a regular file, executable or not, or a symlink to `data`),
         atomically, verified before the rename. `create`: the plan found nothing there, so
@@ -445,18 +480,14 @@ class Workspace:
         if create and st is not None and not stat_mod.S_ISDIR(st.st_mode):
             raise Unrestorable(_APPEARED)
         if st is not None and stat_mod.S_ISDIR(st.st_mode):
-            # a directory where the file goes: replaced only when empty (its content was not captured)
+            # a directory where the file goes: replaced only when it holds nothing but empty
+            # directories (a file in it was not captured, so it stays)
             sub = f"{parent}/{name}" if parent else name
             self.open_dir(sub)
             if self._nested[sub]:
                 raise Unrestorable(f"{sub}/ is a nested git repository: left as it is")
             self._forget(sub)
-            try:
-                self.ops.rmdir(name, fd)
-            except OSError as e:
-                if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                    raise Refused(e.errno, "a directory with uncaptured content is there: left as it is") from None
-                raise
+            self._rmdir_empty(fd, name)
         # a unique sibling: a user file called `<name>.tmp` is never clobbered
         tmp = f".{name[:80]}.tc-{secrets.token_hex(6)}"
         made = False
