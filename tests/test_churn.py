@@ -124,6 +124,24 @@ async def test_saves_captures_and_watcher_under_churn(tmp_path, anyio_backend):
             assert b"Traceback" not in p.stderr
             results.append(("cli", json.loads(p.stdout), w))
         print(f"cli phase done at {time.monotonic() - T0:.1f}s")
+        # the PostToolUse hook (while a Bash command may still be writing): Bash -> a full scan,
+        # Write -> only the file it names; never an error for the agent, every drift judged below
+        hook_env = clean_env(TC_GIT="off", TC_RECORD="off")
+        for i in range(6):
+            name = "Bash" if i % 2 else "Write"
+            # a churned file (os.walk skips what vanishes under it), maybe gone again by the hook's turn
+            named = next((Path(d, f) for d, _dn, fs in os.walk(ws / "churn") for f in fs), ws / "churn/gone.txt")
+            tool_input = ({"command": "make -j2", "description": "build"} if name == "Bash"
+                          else {"file_path": str(named), "content": "x"})
+            ev = {"session_id": "churn-hooks", "transcript_path": str(ws / "missing.jsonl"), "cwd": str(ws),
+                  "hook_event_name": "PostToolUse", "tool_name": name, "tool_use_id": f"toolu_churn{i}",
+                  "tool_input": tool_input, "tool_response": {}}
+            h = subprocess.run([sys.executable, "-P", "-m", "tc_git.hooks", "post-tool-use"], input=json.dumps(ev).encode(),
+                               capture_output=True, env=hook_env, timeout=120)
+            assert h.returncode == 0 and h.stderr == b"", h.stderr.decode(errors="replace")
+        hooks_log = (eng.store.path / "tc" / "hooks.log")
+        assert "error" not in (hooks_log.read_text() if hooks_log.exists() else ""), hooks_log.read_text()
+        print(f"hook phase done at {time.monotonic() - T0:.1f}s")
         env = clean_env(TC_WATCH="off", TC_GIT="off")
         params = StdioServerParameters(command=sys.executable, args=["-m", "tc_git"], env=env, cwd=str(ws))
         async with Client(params, mode="legacy") as c:
@@ -151,10 +169,12 @@ async def test_saves_captures_and_watcher_under_churn(tmp_path, anyio_backend):
         unstable_seen += len(r["unstable"])
         churn.check(repo, repo[r["commit"]].tree, window, set(r["unstable"]))
     # the watcher's drifts (no window known: content only) and every other commit of the task
-    n_commits = 0
+    n_commits, hook_drifts = 0, 0
     for commit in repo.walk(repo.references[f"refs/checkpoints/tasks/{eng.store.active_task()}/head"].target):
         churn.check(repo, commit.tree, stable=bool(len(commit.tree)))  # the task's init commit is empty
         n_commits += 1
+        hook_drifts += "toolu_churn" in commit.message or "toolu_churn" in _note(repo, commit.id)
+    assert hook_drifts >= 1, "no PostToolUse hook recorded a drift during the storm"
     assert n_commits > 100
     print(f"checks done at {time.monotonic() - T0:.1f}s")
     # quiet again: the next save records exactly what is on disk
@@ -208,6 +228,13 @@ def test_restores_under_churn(tmp_path):
     bad = sorted(set(disk.items()) ^ set(want.items()))
     assert not bad, f"undo is not exact for {len(bad)} paths: {bad[:5]}; plan {u['plan']['counts']}"
     fsck(eng.store.path)
+
+
+def _note(repo: pygit2.Repository, oid) -> str:
+    try:
+        return repo.lookup_note(str(oid), "refs/notes/checkpoints").message
+    except KeyError:
+        return ""
 
 
 def _find_drift(eng, drift_id: str):
