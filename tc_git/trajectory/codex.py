@@ -205,7 +205,7 @@ class _Builder:
         meta: dict = {}
         parsed = _json_or_str(out)
         if isinstance(parsed, dict) and "output" in parsed:  # older builds wrap output + metadata
-            md = parsed.get("metadata") if isinstance(parsed.get("metadata"), dict) else {}
+            md: dict = parsed["metadata"] if isinstance(parsed.get("metadata"), dict) else {}
             if "exit_code" in md:
                 meta["exit_code"] = md["exit_code"]
             out = parsed["output"]

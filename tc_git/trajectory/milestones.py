@@ -110,14 +110,14 @@ def link_code(repo: pygit2.Repository, event: str, code_commit: str, *, when: fl
 
 def linked_code(repo: pygit2.Repository, event: str | pygit2.Oid) -> str | None:
     """The code commit linked to an event or, failing that, to its nearest linked ancestor."""
-    c = repo[event] if isinstance(event, pygit2.Oid) else resolve(repo, event)
+    c = repo[event].peel(pygit2.Commit) if isinstance(event, pygit2.Oid) else resolve(repo, event)
     while True:
         code = event_note(repo, c.id).get("code_commit")
         if code:
             return code
         if not c.parent_ids:
             return None
-        c = repo[c.parent_ids[0]]
+        c = repo[c.parent_ids[0]].peel(pygit2.Commit)
 
 
 # -- milestones --------------------------------------------------------------------------------
@@ -210,7 +210,7 @@ def log(repo: pygit2.Repository, point: str, *, newest_first: bool = True, offse
         chain.append(c)
         if not c.parent_ids:
             break
-        c = repo[c.parent_ids[0]]
+        c = repo[c.parent_ids[0]].peel(pygit2.Commit)
     if not newest_first:
         chain.reverse()
     total = len(chain)

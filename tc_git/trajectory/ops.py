@@ -55,7 +55,7 @@ def _chain(repo: pygit2.Repository, tip: pygit2.Commit, stop: pygit2.Oid | None 
         out.append(c)
         if not c.parent_ids:
             break
-        c = repo[c.parent_ids[0]]
+        c = repo[c.parent_ids[0]].peel(pygit2.Commit)
     out.reverse()
     return out
 

@@ -125,8 +125,9 @@ def read_steps(steps: Iterable[Any], *, session_id: str, agent: str = "generic",
     `base_time`), so the same steps always record to the same commits.
     """
     t = Transcript(agent=agent, session_id=session_id)
-    last_ts, tip, names = base_time, None, {}
-    last_of: dict[str, str] = {}  # step id -> key of its last event
+    last_ts, tip = base_time, None
+    names: dict[str, str] = {}
+    last_of: dict[str, str | None] = {}  # step id -> key of its last event
     for n, step in enumerate(steps):
         t.stats["lines"] += 1
         evs = _step_events(step, names) if isinstance(step, dict) else None

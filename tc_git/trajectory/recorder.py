@@ -319,13 +319,13 @@ def load_event(repo: pygit2.Repository, commit: str | pygit2.Oid | pygit2.Commit
     `parent` (hex). Images stay references to their blobs unless `image_data` (base64)."""
     c = commit if isinstance(commit, pygit2.Commit) else repo[commit].peel(pygit2.Commit)
     tree = c.tree
-    record = json.loads(tree["event.json"].data)
+    record = json.loads(tree["event.json"].peel(pygit2.Blob).data)
     for fld, info in record.pop("blobs", {}).items():
-        data = tree[info["path"]].data
+        data = tree[info["path"]].peel(pygit2.Blob).data
         record[fld] = json.loads(data) if info["path"].endswith(".json") else data.decode("utf-8", "replace")
     for img in record.get("images") or []:
         if image_data and isinstance(img, dict) and isinstance(img.get("path"), str) and img["path"] in tree:
-            img["data"] = base64.b64encode(tree[img["path"]].data).decode("ascii")
+            img["data"] = base64.b64encode(tree[img["path"]].peel(pygit2.Blob).data).decode("ascii")
     record["id"] = str(c.id)
     record["parent"] = str(c.parent_ids[0]) if c.parent_ids else None
     return record

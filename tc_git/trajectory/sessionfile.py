@@ -108,7 +108,7 @@ def claude_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
             line.update(type="system", subtype=first["meta"]["subtype"], content=first.get("text") or "",
                         level="info")
         elif kind in ("assistant", "thinking", "tool_call"):
-            content = []
+            content: Any = []
             for rec in group:
                 if rec["kind"] == "assistant":
                     if rec.get("images") and (rec.get("text") or "") == "[image]":
@@ -127,7 +127,7 @@ def claude_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
                 msg["id"] = src["message_id"]
             line.update(type="assistant", message=msg)
         else:  # user, summary, tool_result, system without subtype (injected context)
-            content = []
+            content = []  # (a list of blocks, or the plain text of a prompt)
             text_rec = None
             for rec in group:
                 if rec["kind"] == "tool_result":
@@ -189,7 +189,8 @@ def codex_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
             item(ts, {"type": "message", "role": "user", "content": _codex_content(text, rec.get("images") or [])})
             event(ts, {"type": "user_message", "message": text, "images": []})
         elif kind == "assistant":
-            p = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+            p: dict[str, Any] = {"type": "message", "role": "assistant",
+                                 "content": [{"type": "output_text", "text": text}]}
             if meta.get("phase"):
                 p["phase"] = meta["phase"]
             item(ts, p)
