@@ -88,11 +88,7 @@ def event_note(repo: pygit2.Repository, event: str | pygit2.Oid) -> dict:
 
 
 def _write_note(repo: pygit2.Repository, event: str, part: dict, when: float | None) -> None:
-    try:
-        note = json.loads(repo.lookup_note(event, NOTES_REF).message)
-        note = note if isinstance(note, dict) else {}
-    except (KeyError, ValueError):
-        note = {}
+    note = read_note(repo, event)
     note["trajectory"] = part
     from ..secrets import redact_obj  # a milestone message is agent text: it passes the engine too
     note = redact_obj(note)
