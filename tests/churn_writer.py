@@ -6,7 +6,9 @@ one line per event `t0 t1 path sha1|-`, where [t0, t1] (time.monotonic, system-w
 operation and `-` means the path stopped existing. Every content a path ever had is logged, the
 empty file an in-place rewrite passes through included. `tolerant`: someone else (a restore)
 writes here too, so an operation that fails resyncs the writer's model from the disk, and a
-rename logs what the destination holds (read back) instead of what the model believed.
+rename logs what the destination holds (read back) instead of what the model believed, and a
+rename whose source a restore turned into the other kind (file <-> directory) resyncs instead
+(it would move content to a path under which this log never saw it).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import os
 import random
 import shutil
 import signal
+import stat
 import sys
 import time
 
@@ -51,6 +54,12 @@ def main(root: str, log_path: str, seed: int, tolerant: bool = False) -> None:
                 return hashlib.sha1(f.read()).hexdigest()
         except OSError:
             return "-"
+
+    def is_kind(rel: str, test) -> bool:
+        try:
+            return test(os.lstat(os.path.join(root, rel)).st_mode)
+        except OSError:
+            return False
 
     def resync(t0: float) -> None:
         """The model from the disk (tolerant mode, after someone else changed it)."""
@@ -118,6 +127,9 @@ def main(root: str, log_path: str, seed: int, tolerant: bool = False) -> None:
                 dst = new_name(rnd.choice(sorted(dirs)))
                 if dst in files or dst in dirs:
                     continue
+                if tolerant and not is_kind(rel, stat.S_ISREG):  # a restore made it a directory: moving it
+                    resync(t0)                                  # would carry files this log never saw
+                    continue
                 os.rename(os.path.join(root, rel), os.path.join(root, dst))
                 t1 = time.monotonic()
                 if tolerant:
@@ -153,6 +165,9 @@ def main(root: str, log_path: str, seed: int, tolerant: bool = False) -> None:
                                       {"churn/d0", "churn/d1", "churn/d2", "churn/d3"}))
                 dst = f"churn/d{rnd.randrange(4)}/m{rnd.randrange(10_000)}"
                 if dst in dirs or dst in files or dst.startswith(d + "/"):
+                    continue
+                if tolerant and not is_kind(d, stat.S_ISDIR):  # a restore put a file there: moving it would
+                    resync(t0)                                # put content at `dst` this log never saw
                     continue
                 os.rename(os.path.join(root, d), os.path.join(root, dst))
                 t1 = time.monotonic()
