@@ -6,7 +6,9 @@ one line per event `t0 t1 path sha1|-`, where [t0, t1] (time.monotonic, system-w
 operation and `-` means the path stopped existing. Every content a path ever had is logged, the
 empty file an in-place rewrite passes through included. `tolerant`: someone else (a restore)
 writes here too, so an operation that fails resyncs the writer's model from the disk, and a
-rename logs what the destination holds (read back) instead of what the model believed, and a
+rename logs what the destination holds (read back) and what the source held just before (read
+and believed: this process may be descheduled between the rename and the read back while a
+snapshot reads the destination and a restore rewrites it), and a
 rename whose source a restore turned into the other kind (file <-> directory) resyncs instead
 (it would move content to a path under which this log never saw it).
 """
@@ -60,6 +62,14 @@ def main(root: str, log_path: str, seed: int, tolerant: bool = False) -> None:
             return test(os.lstat(os.path.join(root, rel)).st_mode)
         except OSError:
             return False
+
+    def tree_shas(d: str) -> dict[str, str]:
+        out = {}
+        for dirpath, _dn, names in os.walk(os.path.join(root, d)):
+            for n in names:
+                rel = os.path.relpath(os.path.join(dirpath, n), root).replace(os.sep, "/")
+                out[rel] = read_sha(rel)
+        return out
 
     def resync(t0: float) -> None:
         """The model from the disk (tolerant mode, after someone else changed it)."""
@@ -130,10 +140,16 @@ def main(root: str, log_path: str, seed: int, tolerant: bool = False) -> None:
                 if tolerant and not is_kind(rel, stat.S_ISREG):  # a restore made it a directory: moving it
                     resync(t0)                                  # would carry files this log never saw
                     continue
+                # tolerant: what moved is what src held just before, which the read back below may
+                # miss: if this process is descheduled after the rename, a snapshot can read dst and
+                # a restore rewrite or delete it before we look. So the model's and the disk's
+                # content of src are logged for dst too.
+                held = {files[rel], read_sha(rel)} if tolerant else set()
                 os.rename(os.path.join(root, rel), os.path.join(root, dst))
                 t1 = time.monotonic()
                 if tolerant:
                     files[rel] = read_sha(dst)
+                    events += [(t0, t1, dst, sha) for sha in sorted(held - {"-", files[rel]})]
                 events += [(t0, t1, rel, "-"), (t0, t1, dst, files[rel])]
                 files[dst] = files.pop(rel)
             elif op < 0.80:  # a new directory with a few files
@@ -169,8 +185,11 @@ def main(root: str, log_path: str, seed: int, tolerant: bool = False) -> None:
                 if tolerant and not is_kind(d, stat.S_ISDIR):  # a restore put a file there: moving it would
                     resync(t0)                                # put content at `dst` this log never saw
                     continue
+                # as for a file: what moved is what the tree held just before (disk and model)
+                held = [tree_shas(d), {p: files[p] for p in under(d)}] if tolerant else []
                 os.rename(os.path.join(root, d), os.path.join(root, dst))
                 t1 = time.monotonic()
+                events += [(t0, t1, dst + p[len(d):], sha) for h in held for p, sha in h.items() if sha != "-"]
                 for p in under(d):
                     q = dst + p[len(d):]
                     if tolerant:
