@@ -96,9 +96,9 @@ def _timed(fn):
 
 @pytest.mark.anyio
 async def test_saves_captures_and_watcher_under_churn(tmp_path, anyio_backend):
-    """100 saves (engine API, the `tc` CLI and the real MCP server over stdio), captures and
-    the drift watcher, all while files and directories are created, rewritten, deleted and
-    renamed underneath them."""
+    """100 saves (60 through the real MCP server over stdio, 15 through the `tc-git` CLI, 25
+    through the engine API), captures, the drift watcher and the PostToolUse hook, all while
+    files and directories are created, rewritten, deleted and renamed underneath them."""
     from tc_git.engine import Engine
     from tc_git.watch import DriftWatcher
 
@@ -111,14 +111,14 @@ async def test_saves_captures_and_watcher_under_churn(tmp_path, anyio_backend):
     watcher = DriftWatcher(interval=0.15, max_wait=0.5, engine_factory=lambda root: Engine(root, agent="watch"))
     watcher.watch(eng)
     try:
-        for i in range(75):
+        for i in range(25):
             r, w = _timed(lambda: eng.save(f"api {i}"))
             results.append(("api", r, w))
-            if i % 10 == 0:
+            if i % 5 == 0:
                 r, w = _timed(lambda: eng.capture())
                 results.append(("capture", r, w))
         print(f"api phase done at {time.monotonic() - T0:.1f}s")
-        for i in range(10):
+        for i in range(15):
             p, w = _timed(lambda: tc("--json", "save", f"cli {i}", cwd=ws, env=clean_env(TC_GIT="off")))
             assert p.returncode == 0, p.stderr.decode(errors="replace")
             assert b"Traceback" not in p.stderr
@@ -145,7 +145,7 @@ async def test_saves_captures_and_watcher_under_churn(tmp_path, anyio_backend):
         env = clean_env(TC_WATCH="off", TC_GIT="off")
         params = StdioServerParameters(command=sys.executable, args=["-m", "tc_git"], env=env, cwd=str(ws))
         async with Client(params, mode="legacy") as c:
-            for i in range(15):
+            for i in range(60):
                 t0 = time.monotonic()
                 r = await c.call_tool("tc_save", {"root": str(ws), "title": f"mcp {i}"})
                 assert not r.is_error, r.content[0].text
