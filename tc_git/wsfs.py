@@ -505,12 +505,22 @@ class Workspace:
                     self.ops.chmod(wfd, tmp, fd, (0o777 if mode == pathsafe.MODE_EXEC else 0o666) & ~self.umask)
                     if self.fsync == "all" or (self.fsync == "large" and len(data) >= FSYNC_MIN_BYTES):
                         os.fsync(wfd)
-                    size = os.fstat(wfd).st_size
+                    wst = os.fstat(wfd)
+                    size = wst.st_size
                 finally:
                     os.close(wfd)
                 if size != len(data):
                     raise Refused(errno.EIO, f"short write: {size} of {len(data)} bytes: not written")
             self._unmoved(parent)
+            if mode != pathsafe.MODE_LINK:
+                # a process that rewrites every file it finds (a formatter, `sed -i` over a tree)
+                # may have rewritten or replaced the temporary: then its bytes are not the plan's
+                now = self.ops.stat(tmp, fd)
+                if (now.st_ino, now.st_size, now.st_mtime_ns, now.st_ctime_ns) != \
+                        (wst.st_ino, wst.st_size, wst.st_mtime_ns, wst.st_ctime_ns):
+                    made = now.st_ino == wst.st_ino  # not ours any more: left where it is
+                    raise Refused(errno.EBUSY, "another process changed the temporary file while it was written: "
+                                               "not written")
             if create:  # checked again as late as possible: the window left is a few microseconds
                 try:
                     self.ops.stat(name, fd)
