@@ -38,7 +38,8 @@ class Churn:
                                      + (["tolerant"] if tolerant else []))
         self.events: dict[str, list[tuple[float, float, str]]] = {}
         deadline = time.monotonic() + 20
-        while len(list((ws / "churn").rglob("*.txt"))) < 20:  # let it get going
+        # let it get going (os.walk: rglob fails on a directory the writer removes under it)
+        while sum(len(fs) for _d, _dn, fs in os.walk(ws / "churn")) < 20:
             assert self.proc.poll() is None, "writer died"
             assert time.monotonic() < deadline, "writer made no files"
             time.sleep(0.02)
