@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import uuid
 
 import pytest
 from conftest import fsck, git, write
 from secret_samples import SAMPLES, one_line
 
+from tc_git import secrets as S
 from tc_git.engine import Engine
 
 pytestmark = pytest.mark.usefixtures("tc_env_clean")
@@ -162,3 +164,23 @@ def test_racing_writer_never_gets_a_secret_stored(tmp_path):
     e.save("after the race")
     assert needle.encode() not in _all_objects(e.store.path), kind
     fsck(e.store.path)
+
+
+def test_start_up_guard_judges_key_value_pairs_by_their_value(monkeypatch):
+    """The guard that keeps a CLI save from loading the engine (0.3 s) for a note record: a
+    `key=value` line is judged by its value, so `created=<timestamp>` and `id=<task id>` do not
+    load it, while a token-shaped value behind any key still does."""
+    monkeypatch.setattr(S, "_engine", None)  # as before the first load (earlier tests load it)
+    note = b"created=2026-12-01T17:29:33Z\nid=t1796146173508011524\ntitle=z1\nkind=step\n"
+    assert not S._worth_loading(note)
+    for line in (b"api_key=ghp_4aB7cD9eF1gH3iJ5kL7mN9oP1qR3sT5uV7wX",
+                 b"TOKEN=xoxb-1234567890-abcdefghij",
+                 b"x=" + b"AbCdEfGhIjKlMnOpQrStUvWxYz",
+                 b"Authorization: Bearer " + b"0123456789abcdef0123456789abcdef"):
+        assert S._worth_loading(line), line
+    # A fresh process saving nothing credential-shaped never loads the engine.
+    code = ("from tc_git import secrets as S\n"
+            "S.redact_obj({'created': '2026-12-01T17:29:33Z', 'id': 't1796146173508011524', 'title': 'z1'})\n"
+            "print(S._engine is None)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True", out.stderr
