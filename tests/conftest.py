@@ -214,3 +214,33 @@ def tc_env_clean(monkeypatch):
         if k.startswith(("TC_", "GIT_")):
             monkeypatch.delenv(k)
     monkeypatch.setenv("TC_GIT", "off")
+
+
+NPM_CACHE = Path(os.path.expanduser(os.environ.get("TC_TEST_CACHE", "~/.cache/tc-git-test")))
+NPM_OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "ENETUNREACH", "network")
+
+
+def npm_cli(env_var: str, cache: str, package: str, binary: str, why: str) -> Path:
+    """A client we did not write, from npm: `$env_var` if set, else installed once into
+    ~/.cache/tc-git-test/<cache>/prefix. No npm, or an unreachable registry, skips with `why`
+    in the reason; any other install failure fails the test."""
+    import shutil
+    explicit = os.environ.get(env_var)
+    if explicit:
+        return Path(explicit)
+    prefix = NPM_CACHE / cache / "prefix"
+    path = prefix / "bin" / binary
+    if path.exists():
+        return path
+    npm = shutil.which("npm")
+    if not npm:
+        pytest.skip(f"npm is not available: cannot install {package}, {why} (or set {env_var})")
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run([npm, "install", "-g", "--prefix", str(prefix), "--no-audit", "--no-fund", package],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0 or not path.exists():
+        out = r.stdout[-2000:] + r.stderr[-2000:]
+        if any(x in out for x in NPM_OFFLINE):
+            pytest.skip(f"the npm registry is unreachable: cannot install {package}, {why}:\n{out[-600:]}")
+        pytest.fail(f"npm install {package} failed (rc={r.returncode}):\n{out}")
+    return path

@@ -16,39 +16,23 @@ import http.server
 import json
 import os
 import re
-import shutil
 import subprocess
 import threading
 from pathlib import Path
 
 import pytest
-from conftest import TRANSCRIPTS
+from conftest import TRANSCRIPTS, npm_cli
 
 from tc_git import trajectory as T
 from tc_git.store import Store
 from tc_git.trajectory.sessionfile import write_session
 
-CACHE = Path(os.path.expanduser(os.environ.get("TC_TEST_CACHE", "~/.cache/tc-git-test"))) / "codex"
 PACKAGE = "@openai/codex"
 SID = "7c0dec0d-0000-4000-8000-00000000c0de"
 
 
 def _codex_cli() -> Path:
-    explicit = os.environ.get("TC_CODEX_CLI")
-    if explicit:
-        return Path(explicit)
-    binary = CACHE / "prefix" / "bin" / "codex"
-    if binary.exists():
-        return binary
-    npm = shutil.which("npm")
-    if not npm:
-        pytest.skip("npm is not available: cannot install the Codex CLI that judges the written rollouts")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run([npm, "install", "-g", "--prefix", str(CACHE / "prefix"), "--no-audit", "--no-fund", PACKAGE],
-                       capture_output=True, text=True, timeout=600)
-    if r.returncode != 0 or not binary.exists():
-        pytest.fail(f"npm install {PACKAGE} failed (rc={r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-    return binary
+    return npm_cli("TC_CODEX_CLI", "codex", PACKAGE, "codex", "the Codex CLI that judges the written rollouts")
 
 
 class _FakeResponses(http.server.BaseHTTPRequestHandler):

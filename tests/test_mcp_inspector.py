@@ -11,44 +11,22 @@ that runs on Node 20 (0.16+ needs Node 22). Each call starts the real server ove
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, tree_state, write
+from conftest import clean_env, npm_cli, tree_state, write
 
-CACHE = Path(os.path.expanduser(os.environ.get("TC_TEST_CACHE", "~/.cache/tc-git-test"))) / "inspector"
 PACKAGE = "@modelcontextprotocol/inspector@0.15.0"
 SEED_TOOLS = ["tc_init", "tc_save", "tc_resume", "tc_show", "tc_restore", "tc_capture", "tc_switch",
               "tc_export", "tc_import", "tc_compress"]
-OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "ENETUNREACH", "network")
 
 
 def _inspector_cli() -> Path:
-    explicit = os.environ.get("TC_INSPECTOR_CLI")
-    if explicit:
-        return Path(explicit)
-    binary = CACHE / "prefix" / "bin" / "mcp-inspector"
-    if binary.exists():
-        return binary
-    npm = shutil.which("npm")
-    if not npm:
-        pytest.skip("NOT TESTED WITH A FOREIGN CLIENT: npm is not available to install the MCP Inspector CLI "
-                    f"({PACKAGE}); install Node.js/npm or set TC_INSPECTOR_CLI")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run([npm, "install", "-g", "--prefix", str(CACHE / "prefix"), "--no-audit", "--no-fund", PACKAGE],
-                       capture_output=True, text=True, timeout=600)
-    if r.returncode != 0 or not binary.exists():
-        out = r.stdout[-2000:] + r.stderr[-2000:]
-        if any(x in out for x in OFFLINE):
-            pytest.skip(f"NOT TESTED WITH A FOREIGN CLIENT: the npm registry is unreachable, cannot install {PACKAGE}:"
-                        f"\n{out[-600:]}")
-        pytest.fail(f"npm install {PACKAGE} failed (rc={r.returncode}):\n{out}")
-    return binary
+    return npm_cli("TC_INSPECTOR_CLI", "inspector", PACKAGE, "mcp-inspector",
+                   "NOT TESTED WITH A FOREIGN CLIENT: the MCP Inspector CLI")
 
 
 @pytest.fixture(scope="module")

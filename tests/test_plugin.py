@@ -15,29 +15,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import clean_env
+from conftest import clean_env, npm_cli
 
 REPO = Path(__file__).resolve().parents[1]
-CACHE = Path(os.path.expanduser(os.environ.get("TC_TEST_CACHE", "~/.cache/tc-git-test"))) / "claude"
 PACKAGE = "@anthropic-ai/claude-code"
 
 
 def _claude_cli() -> Path:
-    explicit = os.environ.get("TC_CLAUDE_CLI")
-    if explicit:
-        return Path(explicit)
-    binary = CACHE / "prefix" / "bin" / "claude"
-    if binary.exists():
-        return binary
-    npm = shutil.which("npm")
-    if not npm:
-        pytest.skip("npm is not available: cannot install the Claude Code CLI that judges the plugin")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run([npm, "install", "-g", "--prefix", str(CACHE / "prefix"), "--no-audit", "--no-fund", PACKAGE],
-                       capture_output=True, text=True, timeout=600)
-    if r.returncode != 0 or not binary.exists():
-        pytest.fail(f"npm install {PACKAGE} failed (rc={r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-    return binary
+    return npm_cli("TC_CLAUDE_CLI", "claude", PACKAGE, "claude", "the Claude Code CLI that judges the plugin")
 
 
 @pytest.fixture(scope="module")
