@@ -251,11 +251,23 @@ class ReplayResult(_Out):
     mode: str
 
 
+class ResumeSessionResult(_Out):
+    client: str
+    session_id: str
+    path: str
+    command: str = Field(description="run it in cwd to continue the session")
+    cwd: str
+    point: str
+    event: str
+    events: int
+    restore: dict[str, Any] | None = None
+
+
 RESULT_MODELS: dict[str, type[_Out]] = {
     "tc_push": SyncResult, "tc_pull": SyncResult, "tc_record": RecordResult, "tc_sessions": SessionsResult,
     "tc_milestone": Milestone, "tc_events": EventsResult, "tc_checkout": CheckoutResult,
     "tc_markdown": MarkdownResult, "tc_branch": BranchResult, "tc_trajectory_diff": TrajectoryDiffResult,
-    "tc_replay": ReplayResult,
+    "tc_replay": ReplayResult, "tc_resume_session": ResumeSessionResult,
     "tc_init": InitResult, "tc_save": SaveResult, "tc_resume": ResumeResult, "tc_show": ShowResult,
     "tc_restore": RestoreResult, "tc_capture": CaptureResult, "tc_switch": SwitchResult,
     "tc_export": ExportResult, "tc_import": ImportResult, "tc_compress": CompressResult,

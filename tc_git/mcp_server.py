@@ -23,7 +23,7 @@ import traceback
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlparse
 
 import anyio
@@ -53,6 +53,7 @@ from .mcp_models import (
     ReplayResult,
     RestoreResult,
     ResumeResult,
+    ResumeSessionResult,
     SaveResult,
     SessionsResult,
     ShowResult,
@@ -396,7 +397,7 @@ SEED_TOOLS = ("tc_init", "tc_save", "tc_resume", "tc_show", "tc_restore", "tc_ca
 # Results that are mostly lists of free-form records (events, messages): an output schema would only
 # say "array of object", yet cost ~1 KB in every session. Their JSON is still the structuredContent.
 FREE_FORM_RESULTS = frozenset({"tc_sessions", "tc_events", "tc_checkout", "tc_markdown", "tc_trajectory_diff",
-                               "tc_replay"})
+                               "tc_replay", "tc_resume_session"})
 # Short shared parameter descriptions: they are paid once per tool in every session's context.
 Root = Annotated[str | None, Field(description="workspace (default: cwd)")]
 TaskId = Annotated[str | None, Field(description="default: active task")]
@@ -647,6 +648,18 @@ def build_server(watch: bool | None = None) -> TcServer:
                                                                "per event) or verify (re-apply edits, compare)")] = "messages") -> ReplayResult:
         """Walk a conversation from its start to a point."""
         return await run(ctx, "tc_replay", root, lambda e: e.replay(point, mode), log_call=False)
+
+    @mcp.tool(annotations=_ann("Resume a session in its agent", destructive=True))  # code+apply writes
+    async def tc_resume_session(
+        ctx: Context, point: Point, client: Annotated[Literal["claude", "codex"], Field(description="agent")],
+        root: Root = None,
+        code: Annotated[bool, Field(description="also restore the linked code")] = False,
+        apply: Annotated[bool, Field(description="with code: write files (undoable); else preview")] = False,
+        drop_thinking: Annotated[bool, Field(description="leave thinking out (unsigned)")] = False,
+    ) -> ResumeSessionResult:
+        """Write the conversation up to a point as a session file the agent resumes (its `command`)."""
+        return await run(ctx, "tc_resume_session", root,
+                         lambda e: e.resume_session(point, client, code, apply, drop_thinking=drop_thinking))
 
     # -- resources and prompts: where clients look without calling a tool (Claude Code: @-mentions
     # and slash commands /mcp__tc-git__resume, /mcp__tc-git__save-step)

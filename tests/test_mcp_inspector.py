@@ -35,7 +35,7 @@ def inspector():
 
 
 def inspect(cli: Path, cwd: Path, method: str, tool: str | None = None, args: dict | None = None,
-            extra: tuple = ()) -> dict:
+            extra: tuple = (), env: dict | None = None) -> dict:
     """One Inspector CLI run against a fresh `python -m tc_git`; its stdout JSON (fails on an MCP
     error: that is what a strict client turns a bad result into)."""
     # the target first: the launcher drops "--", and --tool-arg takes every word after it
@@ -44,7 +44,7 @@ def inspect(cli: Path, cwd: Path, method: str, tool: str | None = None, args: di
         cmd += ["--tool-name", tool]
     if args:
         cmd += ["--tool-arg", *(f"{k}={v}" for k, v in args.items())]
-    env = clean_env(TC_WATCH="off", TC_GIT="off", NO_COLOR="1")
+    env = clean_env(TC_WATCH="off", TC_GIT="off", NO_COLOR="1", **(env or {}))
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=str(cwd), env=env, timeout=180,
                        stdin=subprocess.DEVNULL)
     assert r.returncode == 0, f"inspector {method} {tool or ''} failed: {r.stderr[-1500:]}"
@@ -145,3 +145,38 @@ def test_resource_and_prompts(inspector, tmp_path):
     assert "read me" in got["messages"][0]["content"]["text"]
     got = inspect(inspector, ws, "prompts/get", extra=("--prompt-name", "save-step", "--prompt-args", "note=green"))
     assert "tc_save" in got["messages"][0]["content"]["text"] and "green" in got["messages"][0]["content"]["text"]
+
+
+def test_resume_session_tool(inspector, tmp_path):
+    """tc_resume_session through a strict client: the session file lands where Claude Code looks
+    and reads back to the recorded events; bad arguments are isError results writing nothing."""
+    from conftest import TRANSCRIPTS
+
+    from tc_git import trajectory as T
+    from tc_git.engine import Engine
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    write(ws, "f.txt", "1")
+    eng = Engine(str(ws))
+    eng.init("resume through the inspector")
+    rec = eng.record(transcript=str(TRANSCRIPTS / "claude-entire-1.jsonl"), milestone="m1")
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "CODEX_HOME": str(tmp_path / "codex")}
+
+    def call(**args):
+        return inspect(inspector, ws, "tools/call", "tc_resume_session", {"root": str(ws), **args}, env=env)
+
+    got = ok(call(point="m1", client="claude"))
+    slug = "".join(ch if ch.isalnum() else "-" for ch in str(ws.resolve()))
+    assert Path(got["path"]).parent == tmp_path / "claude" / "projects" / slug
+    assert got["event"] == rec["tip"] and got["command"] == f"claude --resume {got['session_id']}"
+    assert len(T.read_transcript(got["path"]).events) == rec["events"]
+    cases = [({"point": "m1", "client": "gemini"}, ("bad arguments", "client")),
+             ({"point": "m1", "client": "claude", "session_id": "../../x"}, ("unknown argument", "session_id")),
+             ({"point": "no-such-milestone", "client": "codex"}, ("no-such-milestone",))]
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda c: call(**c[0]), cases))
+    for (_, needles), r in zip(cases, results):
+        err(r, *needles)
+    # (a non-boolean flag is not sent: the Inspector coerces tool-arg strings by the schema's type)
+    assert not (tmp_path / "codex").exists() and len(list((tmp_path / "claude").rglob("*.jsonl"))) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -167,3 +168,72 @@ async def test_trajectory_tools_see_the_user_level_store(tmp_path, monkeypatch):
         # another project sees only its own
         listed = await ok("tc_sessions", root=other)
         assert [s["store"] for s in listed["sessions"]] == ["user"] and listed["sessions"][0]["session"] != mine["session"]
+
+
+async def test_resume_session_tool(tmp_path, monkeypatch):
+    """tc_resume_session writes the session file where the client looks; read back by our reader it
+    gives exactly the recorded event ids up to the milestone. Strict arguments: an unknown client,
+    a non-boolean flag, an unknown point or argument are isError results that write nothing; a
+    session of the user-level store is resumable too."""
+    from tc_git import trajectory as T
+    from tc_git.trajectory.userstore import record_session
+
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    write(ws, "app.py", "v1\n")
+    async with Client(build_server(watch=False), mode="legacy") as c:
+        async def call(tool, **args):
+            return await c.call_tool(tool, {"root": str(ws), **args})
+
+        async def ok(tool, **args):
+            r = await call(tool, **args)
+            assert not r.is_error, r.content[0].text
+            return r.structured_content
+
+        await ok("tc_init", name="resumable")
+        await ok("tc_save", title="v1")
+        rec = await ok("tc_record", transcript=fixture("claude-fasthooks-1.jsonl"), milestone="m1")
+        write(ws, "app.py", "v2\n")
+        await ok("tc_save", title="v2")
+        written = []
+        for client in ("claude", "codex"):
+            got = await ok("tc_resume_session", point="m1", client=client, code=True)
+            assert got["client"] == client and got["event"] == rec["tip"] and got["events"] == rec["events"]
+            home = tmp_path / client
+            assert Path(got["path"]).is_relative_to(home) and got["session_id"] in got["command"]
+            assert got["restore"]["applied"] is False and (ws / "app.py").read_text() == "v2\n"  # preview
+            back = T.read_transcript(got["path"])
+            assert back.session_id == got["session_id"] and len(back.events) == rec["events"]
+            written.append(got["path"])
+        # the Claude file, recorded into a fresh store, is the same chain of commits
+        from tc_git.engine import Engine
+        other = tmp_path / "other"
+        other.mkdir()
+        again = Engine(other).record(transcript=written[0])
+        assert again["tip"] == rec["tip"]
+        got = await ok("tc_resume_session", point="m1", client="claude", drop_thinking=True)
+        assert got["events"] < rec["events"]
+
+        before = sorted(p for p in tmp_path.rglob("*.jsonl"))
+        for args, needle in [({"point": "m1", "client": "gemini"}, "client"),
+                             ({"point": "m1", "client": "claude", "code": "yes"}, "code"),
+                             ({"point": "m1", "client": "claude", "session_id": "../../x"}, "unknown argument"),
+                             ({"point": "nowhere", "client": "claude"}, "nowhere"),
+                             ({"point": "", "client": "claude"}, "point"),
+                             ({"client": "claude"}, "point")]:
+            r = await call("tc_resume_session", **args)
+            assert r.is_error and r.structured_content is None and needle in r.content[0].text, (args, r)
+        assert sorted(p for p in tmp_path.rglob("*.jsonl")) == before
+        assert (ws / "app.py").read_text() == "v2\n"
+
+        # a session the hooks recorded into the user-level store (no store in that project)
+        plain = tmp_path / "plain"
+        plain.mkdir()
+        mine = record_session(fixture("claude-daaain-1.jsonl"), plain)
+        r = await c.call_tool("tc_resume_session", {"root": str(plain), "point": mine["session"], "client": "claude"})
+        assert not r.is_error, r.content[0].text
+        assert r.structured_content["store"] == "user" and Path(r.structured_content["path"]).is_file()
+        await c.send_ping()
