@@ -427,13 +427,14 @@ class MemPack:
 # --------------------------------------------------------------------------- IGNORE_BYTES
 def path_is_ignored(repo: pygit2.Repository, rel: str) -> bool:
     """`repo.path_is_ignored` for any name: pygit2 encodes paths as strict UTF-8, so a name
-    that is not (surrogate-escaped bytes) goes through ctypes. Without that path: not ignored
-    (the file is captured, as it would be by a tool that does not read .gitignore)."""
+    that is not (surrogate-escaped bytes) goes through ctypes. Without that path, each byte
+    that is not UTF-8 is read as U+FFFD: the wildcards (`*.log`, `build/`, `.env*`) match it as
+    they match any character, and only a rule that names those very bytes is missed."""
     try:
         return repo.path_is_ignored(rel)
     except UnicodeEncodeError:
         if not has(IGNORE_BYTES):
-            return False
+            return repo.path_is_ignored(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
         out = ctypes.c_int(0)
         check(_lib().git_ignore_path_is_ignored(ctypes.byref(out), _repo_ptr(repo),
                                                 rel.encode("utf-8", "surrogateescape")))

@@ -153,6 +153,7 @@ def _workspace(root):
     (ws / "empty").write_bytes(b"")
     (ws / ".gitignore").write_text("*.log\n")
     (ws / "x.log").write_text("ignored\n")
+    (ws / os.fsdecode(b"caf\xe9.log")).write_bytes(b"ignored, and its name is not UTF-8\n")
     for i in range(30):
         (ws / "src" / f"f{i}.txt").write_text(f"file {i}\n" * (i + 1))
     return ws
@@ -190,7 +191,7 @@ def test_native_off_takes_the_fallbacks_and_gives_the_same_result(tmp_path):
         assert fsck.returncode == 0, fsck.stdout + fsck.stderr
         v = _git("bundle", "verify", str(r["bundle"]), cwd=str(store))
         assert v.returncode == 0, v.stderr
-        want = {k: v for k, v in _tree(r["ws"]).items() if k != b"x.log"}  # ignored: never captured
+        want = {k: v for k, v in _tree(r["ws"]).items() if k not in (b"x.log", b"caf\xe9.log")}  # ignored
         assert _tree(r["other"]) == want  # the import restored every captured file exactly
     assert off["second"]["tree"] != off["first"]["tree"]  # the edit was seen without stat data
     # a store written without native paths, saved again with them: nothing changed, same tree
@@ -227,3 +228,42 @@ def test_nothing_else_goes_below_pygit2s_public_api():
                 if n.split(".")[0] in ("ctypes", "cffi", "_cffi_backend") or n.startswith(("pygit2.ffi", "pygit2._")):
                     found.append(f"{rel}:{node.lineno}: import {n}")
     assert found == [], "below pygit2's public API outside tc_git/_native.py:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("native", ["on", "off"])
+def test_ignore_rules_hold_for_names_that_are_not_utf8(tmp_path, monkeypatch, native):
+    """pygit2 takes only UTF-8 paths; a name that is not (latin-1 from an old archive) is judged
+    by the native call, or without it as if each stray byte were any character: `*.log`,
+    `build/` and `.env*` rules still keep such files out of the store on every refresh path."""
+    from tc_git import _native
+    from tc_git.engine import Engine
+
+    monkeypatch.setenv("TC_NATIVE", native)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".gitignore").write_text("*.log\nbuild/\n.env*\n")
+    (ws / "keep.txt").write_text("kept\n")
+    eng = Engine(ws)
+    eng.init("latin-1 names")
+    eng.save("start")
+    names = (b"sub/caf\xe9.log", b"sub/.env-caf\xe9", b"sub/build/\xff.bin", b"sub/caf\xe9.txt")
+    (ws / "sub" / "build").mkdir(parents=True)
+    for raw in names:
+        (ws / os.fsdecode(raw)).write_bytes(b"secret-ish " + raw + b"\n")
+    assert _native.path_is_ignored(eng.repo, os.fsdecode(b"caf\xe9.log"))
+    assert not _native.path_is_ignored(eng.repo, os.fsdecode(b"caf\xe9.txt"))
+    # a partial refresh names the new directory (the PostToolUse path): its walk judges each name;
+    # what it would wrongly take into the index, the full save after it would keep
+    eng.capture(paths=["sub"])
+    r = eng.save("after")
+    got = set()
+
+    def walk(tree, prefix=b""):
+        for e in tree:
+            name = prefix + e.raw_name
+            if e.type_str == "tree":
+                walk(eng.repo[e.id], name + b"/")
+            else:
+                got.add(name)
+    walk(eng.repo[r["commit"]].tree)
+    assert got == {b".gitignore", b"keep.txt", b"sub/caf\xe9.txt"}, got
