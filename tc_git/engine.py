@@ -15,22 +15,19 @@ from pathlib import Path
 
 import pygit2
 
+from . import capture as capture_mod
 from . import restore as restore_mod
+from . import resume as resume_mod
 from . import snapshot as snapshot_mod
 from . import validate
+from .capture import MAX_LIST, Workspace
 from .errors import BadInput, Conflict, NotFound, TaskClosed
 from .policy import Policy, validate_excludes
-from .refs import EMPTY_TREE, MILESTONES_PREFIX, POINTER_FILE
-from .resume import handoff_text
+from .refs import POINTER_FILE
 from .secrets import redact_fields
 from .store import Store, atomic_write, check_root, locate
-from .timeline import TASK_ID_RE, Entry, Timeline, head_ref
-
-MAX_LIST = 200  # longest path list in a result; the rest is counted
-
-
-def _now_iso(t: float | None = None) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t if t is not None else time.time()))
+from .timeline import TASK_ID_RE, Entry, Timeline, entry_dict, head_ref, iso, left_out
+from .timeline import status as task_status
 
 
 class Engine:
@@ -71,80 +68,18 @@ class Engine:
         return tl
 
     def _status(self, tl: Timeline, head: Entry) -> str:
-        if head.kind == "close":
-            return "closed"
-        return "open" if self.store.active_task() == tl.task_id else "suspended"
+        return task_status(tl, head, self.store.active_task())
+
+    def _ws(self) -> Workspace:
+        """This workspace and its store as the domain modules take them (capture.py)."""
+        return Workspace(self.store, self.policy, self.progress, self.journal, self.agent, self.session)
 
     def _snapshot(self, task: dict, paths=None) -> snapshot_mod.Snapshot:
         """Snapshot the workspace under the task's exclude patterns (only `paths`, if given)."""
-        return snapshot_mod.of_workspace(self.store, self.policy, task.get("exclude"), self.progress,
-                                         self.journal, paths)
+        return self._ws().snapshot(task, paths)
 
     journal = None  # the MCP server's change journal for this workspace (tc_git/journal.py)
     _git_watched = False  # inside a call whose user-git fingerprint is taken as a whole (_watch_user_git)
-
-    def _base(self) -> str | None:
-        """The user's HEAD commit, if the workspace is in a git repository (read-only)."""
-        try:
-            gitdir = pygit2.discover_repository(str(self.root))
-            if not gitdir or Path(gitdir).resolve() == self.store.path.resolve():
-                return None
-            user = pygit2.Repository(gitdir)
-            return None if user.head_is_unborn else str(user.head.target)
-        except (pygit2.GitError, KeyError, ValueError, OSError):
-            return None
-
-    def _files_changed(self, old_tree, new_tree, cap: int = MAX_LIST) -> dict:
-        if old_tree is not None and old_tree.id == new_tree.id:
-            return {"count": 0, "files": []}  # libgit2 walks identical trees (~50 ms at 50k files)
-        if old_tree is None:
-            old_tree = self.repo[EMPTY_TREE] if EMPTY_TREE in self.repo else None
-        if old_tree is not None and len(old_tree):  # only the subtrees that differ are walked
-            items = [{"path": p, "status": s} for p, s in snapshot_mod.tree_changes(self.repo, old_tree, new_tree)]
-            return {"count": len(items), "files": items[:cap]}
-        diff = new_tree.diff_to_tree(swap=True) if old_tree is None else self.repo.diff(old_tree, new_tree)
-        items = [{"path": d.new_file.path or d.old_file.path, "status": d.status_char()} for d in diff.deltas]
-        out = {"count": len(items), "files": items[:cap]}
-        return out
-
-    def _record(self, tl: Timeline, head: Entry | None, **fields) -> dict:
-        """A new note record: the task's metadata carried forward, counters, who made it."""
-        prev = head.record if head else {}
-        rec = {
-            "task": dict(prev.get("task") or {"id": tl.task_id}),
-            "counters": dict(prev.get("counters") or {"steps": 0, "drifts": 0}),
-            "step": head.step if head else 0,
-            "agent": self.agent or os.environ.get("TC_AGENT") or None,
-            "session": self.session or os.environ.get("TC_SESSION") or None,
-            "base": self._base(),
-        }
-        rec.update(fields)
-        return {k: v for k, v in rec.items() if v is not None}
-
-    def _skipped(self, snap) -> list[str]:
-        out = [f"{x.why}: {x.path} ({x.reason})" for x in snap.left]
-        out += [f"nested repository (recorded, not stored): {p}" for p in snap.nested]
-        return out[:MAX_LIST]
-
-    @staticmethod
-    def _left_out(record: dict, cap: int = MAX_LIST) -> list[dict]:
-        """Files a commit's snapshot does not hold, and why (from its note): the receiving side
-        of an export, an import or a restore must supply them itself."""
-        files = record.get("files") or {}
-        out = [{"path": x.get("path"), "why": x.get("why"), "reason": x.get("reason", "")}
-               for x in files.get("left", [])]
-        out += [{"path": n.get("path"), "why": "nested", "reason": "nested repository (recorded, not stored)"}
-                for n in files.get("nested", [])]
-        return out[:cap]
-
-    @staticmethod
-    def _newly_left(prev: dict, snap) -> list[str]:
-        """Left-out files that are new since the previous commit's note, or changed (size/mtime/why):
-        `save` says each once, not on every step."""
-        seen = {(x.get("path"), x.get("why"), x.get("size"), x.get("mtime"))
-                for x in (prev.get("files") or {}).get("left", [])}
-        return [f"{x.why}: {x.path} ({x.reason})" for x in snap.left
-                if (x.path, x.why, x.size, round(x.mtime, 3)) not in seen][:MAX_LIST]
 
     # ------------------------------------------------------------------ tasks
     def init(self, name: str, goal: str = "", constraints: str = "", store: str | None = None,
@@ -171,10 +106,8 @@ class Engine:
             task_id = f"t{time.time_ns()}"
             tl = Timeline(self.repo, task_id)
             texts, redacted = redact_fields({"name": name.strip(), "goal": goal or "", "constraints": constraints or ""})
-            task = {"id": task_id, **texts, "exclude": exclude, "created": _now_iso()}
-            empty = self.repo.TreeBuilder().write()
-            rec = self._record(tl, None, task=task, title=task["name"], conclusion=task["goal"])
-            tl.append("init", empty, rec)
+            task = {"id": task_id, **texts, "exclude": exclude, "created": iso()}
+            self._ws().init(tl, task)
             self.store.set_active_task(task_id)
         external = not self.store.inside_workspace()
         return {
@@ -203,7 +136,7 @@ class Engine:
             h = tl.head()
             out.append({"task_id": tid, "name": h.record.get("task", {}).get("name", ""),
                         "status": self._status(tl, h), "head": h.step, "active": tid == active,
-                        "updated": _now_iso(h.time)})
+                        "updated": iso(h.time)})
         return out
 
     # ------------------------------------------------------------------ save / capture
@@ -232,47 +165,26 @@ class Engine:
             if task_id is not None and task_id != active:
                 self.store.set_active_task(task_id)
                 changed_active = True
-            snap = self._snapshot(head.record.get("task", {}))
-            newly_left = self._newly_left(head.record, snap)
+            ws = self._ws()
+            snap = ws.snapshot(head.record.get("task", {}))
+            newly_left = capture_mod.newly_left(head.record, snap)
             fields = {"title": title.strip(), "description": description or "", "conclusion": conclusion or "",
                       "verified": verified, "open_questions": open_questions, "next": next or ""}
             fields, redacted = redact_fields(fields)  # a credential in a field never becomes an object
-            last_step = self._last_step(tl)
-            same = (last_step is not None and head.step == last_step.step
-                    and self.repo[last_step.oid].tree_id == snap.tree
-                    and all(last_step.record.get(k, type(v)()) == v for k, v in fields.items()))
-            git = {"ok": False, "ref": None, "reason": "no new step", "unchanged": None}
-            if same:
-                index, oid, idempotent = last_step.step, last_step.oid, True
-            else:
-                counters = dict(head.record.get("counters") or {"steps": 0, "drifts": 0})
-                counters["steps"] += 1
-                index = counters["steps"]
-                rec = self._record(tl, head, counters=counters, step=index, files=snap.note(),
-                                   changed=self._files_changed(self.repo[head.oid].tree, self.repo[snap.tree]),
-                                   trajectory=trajectory, **fields)
-                oid = tl.append("step", snap.tree, rec)
-                idempotent = False
-                git = self._mirror_task(tl.task_id, tl.ref)
+            index, oid, idempotent = ws.step(tl, head, snap, fields, trajectory)
+            git = (self._mirror_task(tl.task_id, tl.ref) if not idempotent else
+                   {"ok": False, "ref": None, "reason": "no new step", "unchanged": None})
             if close:
-                h = tl.head()
-                tl.append("close", snap.tree, self._record(tl, h, title=f"closed after step {index}"))
+                ws.close(tl, snap.tree, index)
             status = "closed" if close else "open"
-            self._cache_handoff(tl, snap)
+            resume_mod.cache_handoff(ws, tl, snap)
         return {
             "task_id": tid, "index": index, "title": fields["title"], "commit": str(oid),
-            "groups": [], "skipped_paths": self._skipped(snap), "idempotent": idempotent, "closed": bool(close),
+            "groups": [], "skipped_paths": capture_mod.skipped(snap), "idempotent": idempotent, "closed": bool(close),
             "status": status, "active_task_changed": changed_active, "git": git,
             "changed": snap.changed, "redacted": redacted, "newly_left_out": newly_left,
             "unstable": snap.unstable[:MAX_LIST],
         }
-
-    def _last_step(self, tl: Timeline) -> Entry | None:
-        for e in tl.walk():
-            if e.kind == "step":
-                e.record = tl.record(e.oid)
-                return e
-        return None
 
     def _mirror_task(self, task_id: str, label: str | None) -> dict:
         """Export the task's refs into the user's repository (handoff layer), if there is one."""
@@ -296,132 +208,23 @@ class Engine:
             head = tl.head()
             if head.kind == "close":
                 raise TaskClosed(f"task {tl.task_id} is closed: nothing to capture; start a new task with tc_init")
-            snap = self._snapshot(head.record.get("task", {}), paths=paths)
+            ws = self._ws()
+            snap = ws.snapshot(head.record.get("task", {}), paths=paths)
             if snap.partial:  # what the refresh did not look at is as the last record found it
                 snapshot_mod.carry_forward(snap, head.record.get("files") or {}, paths)
-            base = {"partial": bool(partial), "waiting": False, "skipped_paths": self._skipped(snap),
+            base = {"partial": bool(partial), "waiting": False, "skipped_paths": capture_mod.skipped(snap),
                     "unstable": snap.unstable[:MAX_LIST]}  # kept at their last version: never held still
             if self.repo[head.oid].tree_id == snap.tree:
                 return {"captured": False, "drift_id": None, "reads": 0, "commit": None, **base}
             extra = {"tool_call": tool_call} if tool_call else {}
-            oid, drift_id, changed = self._drift(tl, head, snap, title=title, partial=partial, **extra)
-            self._cache_handoff(tl, snap)
+            oid, drift_id, changed = ws.drift(tl, head, snap, title=title, partial=partial, **extra)
+            resume_mod.cache_handoff(ws, tl, snap)
         return {"captured": True, "drift_id": drift_id, "reads": changed["count"], "commit": str(oid),
                 "files": changed, **base}
 
-    def _drift(self, tl: Timeline, head: Entry, snap, title: str | None = None, **extra):
-        counters = dict(head.record.get("counters") or {"steps": 0, "drifts": 0})
-        counters["drifts"] += 1
-        drift_id = f"d{counters['drifts']:04d}"
-        changed = self._files_changed(self.repo[head.oid].tree, self.repo[snap.tree])
-        n = changed["count"]
-        rec = self._record(tl, head, counters=counters, drift=drift_id, files=snap.note(), changed=changed,
-                           title=title or f"{n} file{'s' if n != 1 else ''} changed", **extra)
-        return tl.append("drift", snap.tree, rec), drift_id, changed
-
     # ------------------------------------------------------------------ read side
-    def resume(self, task_id: str | None = None, lang: str = "en", _unsaved=None) -> dict:
-        tl = self._timeline(task_id)
-        head = tl.head()
-        task = head.record.get("task", {})
-        last = self._last_step(tl)
-        lr = last.record if last else {}
-        if last and head.step != last.step:  # after a restore the current step is an older one
-            cur = tl.find(str(head.step)) if head.step else None
-            lr = cur.record if cur else {}
-        left = {x["path"] for x in (head.record.get("files") or {}).get("left", [])}
-        # Where the work stands: the commit that set the current step (a step, or a restore to
-        # it), the drifts recorded since, and what differs from that step NOW (a capture moves
-        # the head, not the step: comparing with the head alone would report `none`).
-        since, base = [], None
-        for e in tl.walk():
-            if e.kind in ("step", "restore", "init", "import"):
-                base = e
-                break
-            if e.kind == "drift":
-                since.append(e)
-        if base is not None and base.kind == "restore" and head.step:
-            base = tl.find(str(head.step))
-        if _unsaved is None:
-            paths, total = self._unsaved(base or head, left)
-        else:  # right after a snapshot (the hook's cache): what differs is what the drifts since changed
-            paths, total = _unsaved
-            if base is not None and base.oid != head.oid:
-                d = snapshot_mod.tree_changes(self.repo, self.repo[base.oid].tree, self.repo[head.oid].tree)
-                every = sorted({p for p, _s in d} - left | set(paths))
-                paths, total = every[:MAX_LIST], len(every)
-        warnings = []
-        interrupted = restore_mod.RestoreJournal(self.store).interrupted(tl.task_id)
-        if interrupted:
-            warnings.append(interrupted)
-        info = {
-            "task_id": tl.task_id, "name": task.get("name", ""), "status": self._status(tl, head),
-            "goal": task.get("goal", ""), "constraints": task.get("constraints", ""), "head": head.step,
-            "last": {"title": lr.get("title", ""), "conclusion": lr.get("conclusion", ""),
-                     "description": lr.get("description", ""), "next": lr.get("next", "")},
-            "open_questions": lr.get("open_questions", []), "drift_paths": paths, "drift_total": total,
-            "next": lr.get("next", ""), "store": str(self.store.path),
-            "active_task": self.store.active_task(), "skipped": sorted(left)[:MAX_LIST],
-            "left_out": self._left_out(head.record),
-            "health": {"ok": not warnings, "errors": warnings}, "warnings": warnings,
-            "milestone": self._latest_milestone(tl.task_id),
-            "drifts_since": [{"id": e.drift, "timestamp": _now_iso(e.time)} for e in reversed(since)][-MAX_LIST:],
-            "drifts_since_total": len(since),
-            "commit": str(head.oid),
-        }
-        info["handoff"] = handoff_text(info, lang if lang in ("en", "zh") else "en")
-        info.pop("warnings")
-        return info
-
-    def _cache_handoff(self, tl: Timeline, snap=None) -> None:
-        """The handoff as of this record, for the SessionStart hook (tc_git/handoff_cache.py).
-        Right after a snapshot nothing is unsaved but what did not hold still."""
-        try:
-            from . import handoff_cache
-
-            u = sorted(snap.unstable) if snap is not None else []
-            info = self.resume(tl.task_id, _unsaved=(u[:MAX_LIST], len(u)))
-            handoff_cache.write(self.store.path, tl.task_id, info["commit"], info["handoff"], info["status"])
-        except Exception:  # a cache: a save never fails over it (the hook then resumes the slow way)
-            pass
-
-    def _unsaved(self, head: Entry, left: set[str]):
-        try:
-            tree = self.repo[head.oid].tree
-            paths, total = snapshot_mod.unsaved_paths(self.repo, tree, left, limit=MAX_LIST)
-            return paths, total
-        except (pygit2.GitError, OSError):
-            return [], 0
-
-    def _latest_milestone(self, task_id: str) -> str | None:
-        """The newest milestone whose linked code commit is in this task's timeline."""
-        prefix = MILESTONES_PREFIX
-        if not any(r.startswith(prefix) for r in self.repo.references):
-            return None  # keeps resume free of the trajectory import when there are none
-        from . import trajectory as T
-
-        chain = {str(e.oid) for e in Timeline(self.repo, task_id).walk()}
-        for m in reversed(T.list_milestones(self.repo)):
-            if m.code_commit in chain:
-                return f"{m.name}" + (f" ({m.message})" if m.message else "")
-        return None
-
-    def _entry_dict(self, tl: Timeline, e: Entry) -> dict:
-        r = e.record or tl.record(e.oid)
-        d = {"index": e.step, "id": e.id, "kind": e.kind, "title": r.get("title", e.title),
-             "timestamp": _now_iso(e.time), "commit": str(e.oid)}
-        if e.kind == "step":
-            d.update({k: r.get(k, [] if k in ("verified", "open_questions") else "")
-                      for k in ("description", "conclusion", "verified", "open_questions", "next")})
-        else:
-            d["drift_id"] = e.drift
-            d["partial"] = bool(r.get("partial"))
-            d["restore_point"] = bool(r.get("restore_point"))
-            if r.get("target"):
-                d["target"] = r["target"]
-        ch = r.get("changed") or {}
-        d["files_changed"] = ch.get("count", 0)
-        return d
+    def resume(self, task_id: str | None = None, lang: str = "en") -> dict:
+        return resume_mod.resume_info(self._ws(), self._timeline(task_id), lang)
 
     def show(self, task_id: str | None = None, index: int | None = None, include_drift: bool = False,
              limit: int = 50, cursor: int | None = None) -> dict:
@@ -434,7 +237,7 @@ class Engine:
             raise BadInput("limit must be an integer from 1 to 200")
         if index is not None:
             e = tl.find(str(index))
-            return {"steps": [self._entry_dict(tl, e)], "drifts": [], "head": head.step, "next_cursor": None,
+            return {"steps": [entry_dict(tl, e)], "drifts": [], "head": head.step, "next_cursor": None,
                     "task_id": tl.task_id, "status": self._status(tl, head)}
         cursor = int(cursor or 0)
         steps, drifts = [], []
@@ -449,8 +252,8 @@ class Engine:
         more = len(steps) > limit
         return {
             "task_id": tl.task_id, "status": self._status(tl, head), "head": head.step,
-            "steps": [self._entry_dict(tl, e) for e in page],
-            "drifts": [self._entry_dict(tl, e) for e in drifts[-limit:]],
+            "steps": [entry_dict(tl, e) for e in page],
+            "drifts": [entry_dict(tl, e) for e in drifts[-limit:]],
             "drifts_omitted": max(0, len(drifts) - limit),
             "next_cursor": page[-1].step if more and page else None,
         }
@@ -459,7 +262,7 @@ class Engine:
         tl = self._timeline(task_id)
         out = []
         for e in tl.walk():
-            out.append(self._entry_dict(tl, e))
+            out.append(entry_dict(tl, e))
             if len(out) >= limit:
                 break
         return out
@@ -512,22 +315,13 @@ class Engine:
                 raise Conflict("another restore was applied while this undo was being prepared; run undo again")
             if apply and head.kind == "close":
                 raise TaskClosed(f"task {tl.task_id} is closed: restore can only be previewed")
-            snap = self._snapshot(head.record.get("task", {}))
-            left = [x.path for x in snap.left] + list(snap.nested)
-            target_tree = self.repo[target.oid].tree
-            if sel and not _undo_of:  # an undo's paths are its restore's, even where that restore wrote nothing
-                restore_mod.check_selection(sel, self.repo[snap.tree], target_tree, target.id, left, self.root)
-            plan = restore_mod.plan_for(self.repo, self.repo[snap.tree], target_tree, left, sel, target.id,
-                                        self.store.path)
-            out = {"applied": False, "recovered": None, "target": target.id, "target_commit": str(target.oid),
-                   "plan": plan.as_dict(limit), "skipped_paths": self._skipped(snap), "paths": sel,
-                   "not_in_target": self._left_out(tl.record(target.oid), limit),
-                   "unstable": snap.unstable[:MAX_LIST]}
-            if _undo_of:
-                out["undo_of"] = _undo_of
+            ws = self._ws()
+            snap = ws.snapshot(head.record.get("task", {}))
+            out, plan = restore_mod.preview(ws, tl, target, snap, sel, _undo_of, limit)
             if not apply:
                 return out
-            done = self._apply_restore(tl, head, target, snap, plan, sel, _undo_of)
+            done = restore_mod.apply(ws, tl, head, target, snap, plan, sel, _undo_of)
+            resume_mod.cache_handoff(ws, tl, done["after"])
         # a restore with failures is not applied: the restore point (undo) brings back what was there
         failed, after, check = done["failed"], done.pop("after"), done.pop("check")
         out.update({"applied": not failed, "recovered": done["undo_id"], "undo": {"drift_id": done["undo_id"]},
@@ -537,45 +331,6 @@ class Engine:
         if check is not None:
             out["check"] = check
         return out
-
-    def _apply_restore(self, tl: Timeline, head: Entry, target: Entry, snap, plan, sel, undo_of) -> dict:
-        """The restore transaction (under the lock): restore point, journal, files, restore commit."""
-        task = head.record.get("task", {})
-        # 1. the workspace as it is, unsaved work included, becomes a restore point
-        pre_oid, undo_id, _ = self._drift(tl, head, snap, title=f"before restore to {target.id}", restore_point=True)
-        with restore_mod.RestoreJournal(self.store).applying(tl.task_id, target.id, undo_id, pre_oid):
-            # 2. files, one atomic replace at a time
-            failed = restore_mod.apply_plan(self.repo, plan)
-            # 3. what is on disk now, as the restore commit
-            # only what the plan touched can differ from `snap`: a full walk again costs ~0.2 s at 50k
-            touched = restore_mod.touched(plan)
-            if sel:  # a full walk: the check below must see paths outside the selection too
-                after = self._snapshot(task)
-            else:
-                after = self._snapshot(task, paths=touched) if touched else snap
-            if after.partial:
-                restore_mod.carry_left(after, snap, touched)
-            h = tl.head()
-            restore_id = tl.next_restore_id(h.record)
-            counters = dict(h.record.get("counters") or {"steps": 0, "drifts": 0}, restores=int(restore_id[1:]))
-            # a partial refresh changed only what the plan wrote: its list is the diff, without
-            # another tree walk (~45 ms at 50k files)
-            changed = (plan.changes(exclude={f["path"] for f in failed}, cap=MAX_LIST) if after.partial
-                       else self._files_changed(self.repo[h.oid].tree, self.repo[after.tree]))
-            target_tree = self.repo[target.oid].tree
-            check = (restore_mod.check_restored(self.repo, sel, snap.tree, after.tree, target_tree, plan, failed,
-                                                MAX_LIST) if sel else None)
-            # a selective restore leaves the rest of the workspace where it was: same current step
-            rec = self._record(tl, h, step=h.step if sel else target.step,
-                               target={"id": target.id, "commit": str(target.oid)},
-                               restore=restore_id, counters=counters,
-                               undo=undo_id, failed=failed[:MAX_LIST], files=after.note(), changed=changed,
-                               title=restore_mod.title(target.id, sel, undo_of), paths=sel, undo_of=undo_of,
-                               check=check)
-            oid = tl.append("restore", after.tree, rec)
-            self._cache_handoff(tl, after)
-        return {"failed": failed, "after": after, "check": check, "undo_id": undo_id, "commit": str(oid),
-                "restore_id": restore_id}
 
     def undo(self, apply: bool = False, limit: int = MAX_LIST) -> dict:
         """Reverse the most recent applied restore (or import) of the active task: a restore to
@@ -647,7 +402,7 @@ class Engine:
         t2 = time.perf_counter()
         try:  # never silent: the files the imported snapshot does not hold, and why (read before the
             # restore, whose own commit describes this workspace)
-            result["left_out"] = self._left_out(self._timeline(tid).head().record)
+            result["left_out"] = left_out(self._timeline(tid).head().record)
         except Exception:  # noqa: BLE001 - a report, not a reason to fail an import that succeeded
             result["left_out"] = []
         result["restore"] = self._restore_imported(tid, apply)
@@ -814,7 +569,7 @@ class Engine:
         return {
             "sessions": [{"session": s.session, "branches": s.branches} for s in T.list_sessions(self.repo)],
             "milestones": [{"name": m.name, "event": m.event, "session": m.session,
-                            "code_commit": m.code_commit, "message": m.message, "created": _now_iso(m.created)}
+                            "code_commit": m.code_commit, "message": m.message, "created": iso(m.created)}
                            for m in T.list_milestones(self.repo)],
         }
 
@@ -870,14 +625,7 @@ class Engine:
         self._require_store()
         text = T.export_markdown(self.repo, point)
         if out:
-            p = Path(os.path.expanduser(out))
-            p = p if p.is_absolute() else self.root / p
-            if not p.parent.is_dir():
-                raise NotFound(f"directory does not exist: {p.parent}")
-            g = validate.git_dir_of(p.parent.resolve())
-            if g is not None or p.is_symlink():  # never into .git/hooks or a store, never through a link
-                raise BadInput(f"out {p} is {'inside the git directory ' + str(g) if g else 'a symbolic link'}: "
-                               "write the Markdown somewhere else")
+            p = validate.out_file(self.root, out)
             p.write_text(text, encoding="utf-8")
             return {"point": point, "path": str(p), "bytes": len(text.encode())}
         return {"point": point, "markdown": text, "bytes": len(text.encode())}
@@ -896,13 +644,7 @@ class Engine:
 
         self._require_store()
         d = T.diff(self.repo, a, b)
-        code = None
-        if d.code_a and d.code_b and d.code_a != d.code_b:
-            diff = self.repo.diff(self.repo[d.code_a].tree, self.repo[d.code_b].tree)
-            code = {"from": d.code_a, "to": d.code_b,
-                    "files": [{"path": x.new_file.path or x.old_file.path, "status": x.status_char()}
-                              for x in diff.deltas][:MAX_LIST],
-                    "stat": diff.stats.format(pygit2.enums.DiffStatsFormat.FULL, 80)}
+        code = T.code_diff(self.repo, d, MAX_LIST)
         return {"a": d.a, "b": d.b, "base": d.base, "only_a": d.only_a[:limit], "only_b": d.only_b[:limit],
                 "only_a_total": len(d.only_a), "only_b_total": len(d.only_b), "code": code}
 
@@ -912,25 +654,17 @@ class Engine:
         compare with the last."""
         from . import trajectory as T
 
+        if mode not in ("messages", "code", "verify"):
+            raise BadInput("mode must be messages, code or verify")
         self._require_store()
         if mode == "messages":
             msgs = T.replay(self.repo, point)
             return {"point": point, "mode": mode, "messages": msgs[-limit:], "total": len(msgs)}
-        states = T.code_states(self.repo, point)
         if mode == "code":
+            states = T.code_states(self.repo, point)
             return {"point": point, "mode": mode, "states": [{"event": ev, "code_commit": c} for ev, c in states][-limit:],
                     "total": len(states)}
-        if mode != "verify":
-            raise BadInput("mode must be messages, code or verify")
-        linked = [(ev, c) for ev, c in states if c]
-        if len(linked) < 2:
-            raise NotFound(f"{point} needs at least two events linked to code commits to verify edits")
-        base, last = linked[0][1], linked[-1][1]
-        events = T.replay(self.repo, point)
-        first = next(i for i, r in enumerate(events) if r.get("id") == linked[0][0])
-        upto = next(i for i, r in enumerate(events) if r.get("id") == linked[-1][0])
-        v = T.verify_edits(self.repo, events[first + 1:upto + 1], self.repo[base].tree, self.repo[last].tree,
-                           root=str(self.root))
+        v, base, last = T.verify_point(self.repo, point, root=str(self.root))
         return {"point": point, "mode": mode, "ok": v.ok, "applied": v.applied, "skipped": v.skipped,
                 "first_difference": v.path, "reason": v.reason, "base": base, "recorded": last,
                 "differences": list(v.differences)[:limit]}
@@ -1022,7 +756,7 @@ class Engine:
             return self.show(task_id, ent.step, include_drift, limit, cursor)
         head = tl.head()
         return {"task_id": tl.task_id, "status": self._status(tl, head), "head": head.step,
-                "steps": [self._entry_dict(tl, ent)], "drifts": [], "next_cursor": None}
+                "steps": [entry_dict(tl, ent)], "drifts": [], "next_cursor": None}
 
     def precompact_name(self, session: str | None) -> str:
         """The name of the next PreCompact milestone of `session` in this store."""

@@ -19,8 +19,10 @@ import pygit2
 from pygit2.enums import FileMode
 
 from . import pathsafe, wsfs
+from .capture import MAX_LIST, Workspace, skipped
 from .errors import BadInput, NotFound
-from .snapshot import tree_deltas
+from .snapshot import Snapshot, tree_deltas
+from .timeline import Entry, Timeline, left_out
 
 GITLINK = FileMode.COMMIT
 
@@ -269,9 +271,9 @@ def apply_plan(repo: pygit2.Repository, plan: Plan) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------- the transaction
-# The engine runs a restore as: snapshot (pre) -> plan -> [restore point commit -> journal ->
-# apply_plan -> refresh what the plan touched -> restore commit -> journal removed]. What below
-# needs no timeline lives here; the commits are the engine's (they carry its agent and session).
+# A restore runs as: snapshot (pre) -> plan (`preview`) -> [restore point commit -> journal ->
+# apply_plan -> refresh what the plan touched -> restore commit -> journal removed] (`apply`).
+# The engine validates, takes the lock and the pre snapshot, and calls these two.
 JOURNAL = "restore-journal.json"
 
 
@@ -356,3 +358,63 @@ def title(target_id: str, sel, undo_of: str | None) -> str:
     if sel:
         out += f" ({len(sel)} path{'s' if len(sel) != 1 else ''}: {', '.join(sel[:3])}{', ...' if len(sel) > 3 else ''})"
     return f"undo {undo_of[:10]}: " + out if undo_of else out
+
+
+def preview(ws: Workspace, tl: Timeline, target: Entry, snap: Snapshot, sel: list[str] | None,
+            undo_of: str | None, limit: int) -> tuple[dict, Plan]:
+    """The restore's result before anything is written, and its plan."""
+    repo = ws.repo
+    left = [x.path for x in snap.left] + list(snap.nested)
+    pre_tree = repo[snap.tree].peel(pygit2.Tree)
+    target_tree = repo[target.oid].peel(pygit2.Commit).tree
+    if sel and not undo_of:  # an undo's paths are its restore's, even where that restore wrote nothing
+        check_selection(sel, pre_tree, target_tree, target.id, left, ws.store.workspace)
+    plan = plan_for(repo, pre_tree, target_tree, left, sel, target.id, ws.store.path)
+    out = {"applied": False, "recovered": None, "target": target.id, "target_commit": str(target.oid),
+           "plan": plan.as_dict(limit), "skipped_paths": skipped(snap), "paths": sel,
+           "not_in_target": left_out(tl.record(target.oid), limit),
+           "unstable": snap.unstable[:MAX_LIST]}
+    if undo_of:
+        out["undo_of"] = undo_of
+    return out, plan
+
+
+def apply(ws: Workspace, tl: Timeline, head: Entry, target: Entry, snap: Snapshot, plan: Plan,
+          sel: list[str] | None, undo_of: str | None) -> dict:
+    """The restore transaction (under the store's lock): restore point, journal, files, restore
+    commit. Returns the restore commit, its ids, what failed, the snapshot after, the check."""
+    repo = ws.repo
+    task = head.record.get("task", {})
+    # 1. the workspace as it is, unsaved work included, becomes a restore point
+    pre_oid, undo_id, _ = ws.drift(tl, head, snap, title=f"before restore to {target.id}", restore_point=True)
+    with RestoreJournal(ws.store).applying(tl.task_id, target.id, undo_id, pre_oid):
+        # 2. files, one atomic replace at a time
+        failed = apply_plan(repo, plan)
+        # 3. what is on disk now, as the restore commit
+        # only what the plan touched can differ from `snap`: a full walk again costs ~0.2 s at 50k
+        moved = touched(plan)
+        if sel:  # a full walk: the check below must see paths outside the selection too
+            after = ws.snapshot(task)
+        else:
+            after = ws.snapshot(task, paths=moved) if moved else snap
+        if after.partial:
+            carry_left(after, snap, moved)
+        h = tl.head()
+        restore_id = tl.next_restore_id(h.record)
+        counters = dict(h.record.get("counters") or {"steps": 0, "drifts": 0}, restores=int(restore_id[1:]))
+        # a partial refresh changed only what the plan wrote: its list is the diff, without
+        # another tree walk (~45 ms at 50k files)
+        changed = (plan.changes(exclude={f["path"] for f in failed}, cap=MAX_LIST) if after.partial
+                   else ws.changed(repo[h.oid].peel(pygit2.Tree), repo[after.tree].peel(pygit2.Tree)))
+        target_tree = repo[target.oid].peel(pygit2.Commit).tree
+        check = (check_restored(repo, sel, snap.tree, after.tree, target_tree, plan, failed, MAX_LIST)
+                 if sel else None)
+        # a selective restore leaves the rest of the workspace where it was: same current step
+        rec = ws.record(tl, h, step=h.step if sel else target.step,
+                        target={"id": target.id, "commit": str(target.oid)},
+                        restore=restore_id, counters=counters,
+                        undo=undo_id, failed=failed[:MAX_LIST], files=after.note(), changed=changed,
+                        title=title(target.id, sel, undo_of), paths=sel, undo_of=undo_of, check=check)
+        oid = tl.append("restore", after.tree, rec)
+    return {"failed": failed, "after": after, "check": check, "undo_id": undo_id, "commit": str(oid),
+            "restore_id": restore_id}

@@ -1,9 +1,19 @@
-"""The handoff text: what a new session needs to pick the work up, in under 2 KB."""
+"""Where a task stands (`resume`) and the handoff text: what a new session needs to pick the
+work up, in under 2 KB. The text renderer below needs the standard library only; the state is
+read from the task's timeline (its head, last step, drifts since) and the workspace."""
 from __future__ import annotations
 
 from typing import Any
 
+import pygit2
+
+from . import handoff_cache
+from . import snapshot as snapshot_mod
+from .capture import MAX_LIST, Workspace, last_step
 from .jsonsafe import one_line, path_out, text_out
+from .refs import MILESTONES_PREFIX
+from .restore import RestoreJournal
+from .timeline import Entry, Timeline, iso, left_out, status
 
 LABELS = {
     "en": {"task": "Task", "goal": "Goal", "constraints": "Constraints", "step": "Current step",
@@ -73,3 +83,95 @@ def handoff_text(info: dict, lang: str = "en") -> str:
         lines = [_clip(x, max(40, len(x) // 2)) for x in lines]
         text = "\n".join(lines)
     return text
+
+
+# ---------------------------------------------------------------------------- the state
+def resume_info(ws: Workspace, tl: Timeline, lang: str = "en",
+                unsaved: tuple[list[str], int] | None = None) -> dict:
+    """The task's state for a new session, `handoff` (the text) included. `unsaved`: what differs
+    from the head, when the caller knows it (right after a snapshot); else the workspace is read."""
+    repo = ws.repo
+    head = tl.head()
+    task = head.record.get("task", {})
+    last = last_step(tl)
+    lr = last.record if last else {}
+    if last and head.step != last.step:  # after a restore the current step is an older one
+        cur = tl.find(str(head.step)) if head.step else None
+        lr = cur.record if cur else {}
+    left = {x["path"] for x in (head.record.get("files") or {}).get("left", [])}
+    # Where the work stands: the commit that set the current step (a step, or a restore to
+    # it), the drifts recorded since, and what differs from that step NOW (a capture moves
+    # the head, not the step: comparing with the head alone would report `none`).
+    since: list[Entry] = []
+    base: Entry | None = None
+    for e in tl.walk():
+        if e.kind in ("step", "restore", "init", "import"):
+            base = e
+            break
+        if e.kind == "drift":
+            since.append(e)
+    if base is not None and base.kind == "restore" and head.step:
+        base = tl.find(str(head.step))
+    if unsaved is None:
+        paths, total = _unsaved(repo, base or head, left)
+    else:  # right after a snapshot (the hook's cache): what differs is what the drifts since changed
+        paths, total = unsaved
+        if base is not None and base.oid != head.oid:
+            d = snapshot_mod.tree_changes(repo, repo[base.oid].peel(pygit2.Tree), repo[head.oid].peel(pygit2.Tree))
+            every = sorted({p for p, _s in d} - left | set(paths))
+            paths, total = every[:MAX_LIST], len(every)
+    warnings = []
+    interrupted = RestoreJournal(ws.store).interrupted(tl.task_id)
+    if interrupted:
+        warnings.append(interrupted)
+    active = ws.store.active_task()
+    info = {
+        "task_id": tl.task_id, "name": task.get("name", ""), "status": status(tl, head, active),
+        "goal": task.get("goal", ""), "constraints": task.get("constraints", ""), "head": head.step,
+        "last": {"title": lr.get("title", ""), "conclusion": lr.get("conclusion", ""),
+                 "description": lr.get("description", ""), "next": lr.get("next", "")},
+        "open_questions": lr.get("open_questions", []), "drift_paths": paths, "drift_total": total,
+        "next": lr.get("next", ""), "store": str(ws.store.path),
+        "active_task": active, "skipped": sorted(left)[:MAX_LIST],
+        "left_out": left_out(head.record),
+        "health": {"ok": not warnings, "errors": warnings}, "warnings": warnings,
+        "milestone": latest_milestone(repo, tl.task_id),
+        "drifts_since": [{"id": e.drift, "timestamp": iso(e.time)} for e in reversed(since)][-MAX_LIST:],
+        "drifts_since_total": len(since),
+        "commit": str(head.oid),
+    }
+    info["handoff"] = handoff_text(info, lang if lang in ("en", "zh") else "en")
+    info.pop("warnings")
+    return info
+
+
+def cache_handoff(ws: Workspace, tl: Timeline, snap: snapshot_mod.Snapshot | None = None) -> None:
+    """The handoff as of this record, for the SessionStart hook (tc_git/handoff_cache.py).
+    Right after a snapshot nothing is unsaved but what did not hold still."""
+    try:
+        u = sorted(snap.unstable) if snap is not None else []
+        info = resume_info(ws, tl, unsaved=(u[:MAX_LIST], len(u)))
+        handoff_cache.write(ws.store.path, tl.task_id, info["commit"], info["handoff"], info["status"])
+    except Exception:  # noqa: BLE001 - a cache: a save never fails over it (the hook then resumes the slow way)
+        pass
+
+
+def _unsaved(repo: pygit2.Repository, head: Entry, left: set[str]) -> tuple[list[str], int]:
+    try:
+        tree = repo[head.oid].peel(pygit2.Tree)
+        return snapshot_mod.unsaved_paths(repo, tree, left, limit=MAX_LIST)
+    except (pygit2.GitError, OSError):
+        return [], 0
+
+
+def latest_milestone(repo: pygit2.Repository, task_id: str) -> str | None:
+    """The newest milestone whose linked code commit is in this task's timeline."""
+    if not any(r.startswith(MILESTONES_PREFIX) for r in repo.references):
+        return None  # keeps resume free of the trajectory import when there are none
+    from . import trajectory as T
+
+    chain = {str(e.oid) for e in Timeline(repo, task_id).walk()}
+    for m in reversed(T.list_milestones(repo)):
+        if m.code_commit in chain:
+            return f"{m.name}" + (f" ({m.message})" if m.message else "")
+    return None

@@ -300,3 +300,47 @@ class Timeline:
         if parent is not None and repo.references[self.ref].target != oid:
             raise Conflict(f"task {self.task_id} head changed concurrently; retry")
         return oid
+
+
+# ---------------------------------------------------------------------------- records as results
+# How the front ends see a timeline's commits and notes (the engine shapes results from these).
+def iso(t: float | None = None) -> str:
+    """A time as the results write it: UTC, second precision, `Z`."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t if t is not None else time.time()))
+
+
+def status(tl: Timeline, head: Entry, active: str | None) -> str:
+    """closed | open (the workspace's active task) | suspended."""
+    if head.kind == "close":
+        return "closed"
+    return "open" if active == tl.task_id else "suspended"
+
+
+def left_out(record: dict, cap: int = 200) -> list[dict]:
+    """Files a commit's snapshot does not hold, and why (from its note): the receiving side of an
+    export, an import or a restore must supply them itself."""
+    files = record.get("files") or {}
+    out = [{"path": x.get("path"), "why": x.get("why"), "reason": x.get("reason", "")}
+           for x in files.get("left", [])]
+    out += [{"path": n.get("path"), "why": "nested", "reason": "nested repository (recorded, not stored)"}
+            for n in files.get("nested", [])]
+    return out[:cap]
+
+
+def entry_dict(tl: Timeline, e: Entry) -> dict:
+    """One commit of the timeline as `show` and `log` list it."""
+    r = e.record or tl.record(e.oid)
+    d = {"index": e.step, "id": e.id, "kind": e.kind, "title": r.get("title", e.title),
+         "timestamp": iso(e.time), "commit": str(e.oid)}
+    if e.kind == "step":
+        d.update({k: r.get(k, [] if k in ("verified", "open_questions") else "")
+                  for k in ("description", "conclusion", "verified", "open_questions", "next")})
+    else:
+        d["drift_id"] = e.drift
+        d["partial"] = bool(r.get("partial"))
+        d["restore_point"] = bool(r.get("restore_point"))
+        if r.get("target"):
+            d["target"] = r["target"]
+    ch = r.get("changed") or {}
+    d["files_changed"] = ch.get("count", 0)
+    return d

@@ -21,7 +21,7 @@ import os
 import re
 from pathlib import Path
 
-from .errors import BadInput, TcError, UnsafeRoot
+from .errors import BadInput, NotFound, TcError, UnsafeRoot
 
 TITLE_MAX = 500
 TEXT_MAX = 64 * 1024
@@ -262,6 +262,20 @@ def path_arg(value, name: str, required: bool = True):
         raise BadInput(f"{name} is {len(value)} characters long; the limit is 4096")
     return value
 
+
+
+def out_file(root: Path, value: str, name: str = "out") -> Path:
+    """Where a caller wants a result file written (`~` expanded, relative to the workspace): its
+    directory must exist, and never into a git directory or a store, never through a link."""
+    p = Path(os.path.expanduser(path_arg(value, name)))
+    p = p if p.is_absolute() else root / p
+    if not p.parent.is_dir():
+        raise NotFound(f"directory does not exist: {p.parent}")
+    g = git_dir_of(p.parent.resolve())
+    if g is not None or p.is_symlink():  # never into .git/hooks or a store, never through a link
+        raise BadInput(f"{name} {p} is {'inside the git directory ' + str(g) if g else 'a symbolic link'}: "
+                       "write it somewhere else")
+    return p
 
 def too_deep(root: Path, limit: int = GIT_MAX_DEPTH - 2) -> str | None:
     """The first directory (relative to root) at `limit` levels, if any; for the error message."""

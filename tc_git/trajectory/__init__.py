@@ -22,7 +22,18 @@ from .milestones import (
     set_milestone,
 )
 from .model import KINDS, Event, Transcript
-from .ops import Checkout, TrajectoryDiff, branch, checkout, code_states, diff, export_markdown, replay
+from .ops import (
+    Checkout,
+    TrajectoryDiff,
+    branch,
+    checkout,
+    code_diff,
+    code_states,
+    diff,
+    export_markdown,
+    replay,
+    verify_point,
+)
 from .readers import detect_format, read_steps, read_transcript
 from .recorder import SESSIONS_PREFIX, RecordResult, load_event, record, record_file, session_name
 
@@ -32,5 +43,5 @@ __all__ = [
     "MILESTONES_PREFIX", "Milestone", "SessionInfo", "set_milestone", "get_milestone",
     "list_milestones", "delete_milestone", "list_sessions", "log", "resolve", "event_note",
     "link_code", "linked_code", "Checkout", "TrajectoryDiff", "checkout", "replay", "code_states",
-    "export_markdown", "branch", "diff", "verify_edits", "apply_patch", "VerifyResult",
+    "export_markdown", "branch", "diff", "code_diff", "verify_point", "verify_edits", "apply_patch", "VerifyResult",
 ]

@@ -20,7 +20,7 @@ from .model import short_text
 from .recorder import AUTO_BRANCH, SESSIONS_PREFIX, load_event
 
 __all__ = ["Checkout", "TrajectoryDiff", "checkout", "replay", "code_states", "export_markdown",
-           "branch", "diff", "verify_edits", "VerifyResult", "ROLE"]
+           "branch", "diff", "code_diff", "verify_point", "verify_edits", "VerifyResult", "ROLE"]
 
 ROLE = {"user": "user", "assistant": "assistant", "thinking": "assistant", "tool_call": "assistant",
         "tool_result": "tool",
@@ -129,6 +129,37 @@ def diff(repo: pygit2.Repository, a: str, b: str) -> TrajectoryDiff:
                           linked_code(repo, ca.id), linked_code(repo, cb.id),
                           linked_code(repo, base) if base else None)
 
+
+
+def code_diff(repo: pygit2.Repository, d: TrajectoryDiff, cap: int = 200) -> dict | None:
+    """The code between the snapshots linked to the two sides of `d` (None when not both are
+    linked, or both link the same commit): files and a `git diff --stat`-like summary."""
+    if not (d.code_a and d.code_b and d.code_a != d.code_b):
+        return None
+    diff_ = repo[d.code_a].peel(pygit2.Tree).diff_to_tree(repo[d.code_b].peel(pygit2.Tree))
+    return {"from": d.code_a, "to": d.code_b,
+            "files": [{"path": x.new_file.path or x.old_file.path, "status": x.status_char()}
+                      for x in diff_.deltas][:cap],
+            "stat": diff_.stats.format(pygit2.enums.DiffStatsFormat.FULL, 80)}
+
+
+def verify_point(repo: pygit2.Repository, point: str, root: str | None = None) -> tuple[VerifyResult, str, str]:
+    """Re-apply the file edits recorded between the first and the last event on the way to
+    `point` that link code, to the first one's code; (result, base commit, recorded commit).
+
+    Raises:
+        NotFound: fewer than two linked events.
+    """
+    linked = code_states(repo, point)
+    if len(linked) < 2:
+        raise NotFound(f"{point} needs at least two events linked to code commits to verify edits")
+    base, last = linked[0][1], linked[-1][1]
+    events = replay(repo, point)
+    first = next(i for i, r in enumerate(events) if r.get("id") == linked[0][0])
+    upto = next(i for i, r in enumerate(events) if r.get("id") == linked[-1][0])
+    v = verify_edits(repo, events[first + 1:upto + 1], repo[base].peel(pygit2.Tree), repo[last].peel(pygit2.Tree),
+                     root=root)
+    return v, base, last
 
 # -- Markdown ----------------------------------------------------------------------------------
 
