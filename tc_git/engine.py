@@ -781,15 +781,23 @@ class Engine:
     def view(self, task_ids=None, session_ids=None, out: str | None = None) -> dict:
         """Write the self-contained HTML view of tasks and sessions (view.py); default place:
         `<store>/view/`, which no snapshot reads."""
+        from .trajectory.userstore import project_sessions
         from .view import write_view
 
-        if not self.store.exists:
-            raise NotFound(f"no tc-git store for {self.root}: nothing to view yet (tc init starts a task)")
         if out is not None:
             out = validate.path_arg(out, "out")
+        # the sessions the hooks recorded for this project into the user-level store are shown too
+        user = self.user_store()
+        theirs = sorted(project_sessions(self.root)) if user is not None else []
+        if not self.store.exists:
+            if user is None or not theirs or task_ids:
+                raise NotFound(f"no tc-git store for {self.root}: nothing to view yet (tc init starts a task)")
+            r = write_view(user.repo, [], list(session_ids or []), None, user.store.path / "view", out, known=theirs)
+            return dict(r, store="user", user_sessions=r["sessions"])
         tasks = [self._timeline(t).task_id for t in (task_ids or [])]
         active = self.store.active_task()
-        return write_view(self.repo, tasks, list(session_ids or []), active, self.store.path / "view", out)
+        return write_view(self.repo, tasks, list(session_ids or []), active, self.store.path / "view", out,
+                          user=(user.repo, theirs) if user is not None and theirs else None)
 
 
 def _watch_user_git(fn):

@@ -505,8 +505,11 @@ def render_html(page: dict, diffs: list) -> str:
 
 
 def build(repo: pygit2.Repository, task_ids: list[str], session_ids: list[str],
-          active: str | None = None, lim: Limits | None = None) -> tuple[str, dict]:
-    """The page for these tasks and sessions; returns (html, summary)."""
+          active: str | None = None, lim: Limits | None = None,
+          more: tuple[tuple[pygit2.Repository, list[str], str], ...] = ()) -> tuple[str, dict]:
+    """The page for these tasks and sessions; returns (html, summary). `more`: sessions of other
+    stores, (repository, session keys, store label): each is read with its own store's notes and
+    milestones and marked with its label (`store`)."""
     lim = lim or Limits()
     t0 = time.monotonic()
     ms = milestones(repo)
@@ -521,6 +524,16 @@ def build(repo: pygit2.Repository, task_ids: list[str], session_ids: list[str],
     notes = Notes(repo)
     tasks = [task_data(repo, t, lim, dbudget, diffs, ms_by_code, active, notes) for t in task_ids]
     sessions = [session_data(repo, s, lim, ebudget, ms_by_event, notes) for s in session_ids]
+    for other, keys, label in more:
+        if not keys:
+            continue
+        oms = milestones(other)
+        ms += oms
+        by_event: dict[str, list[str]] = {}
+        for m in oms:
+            by_event.setdefault(m.event, []).append(m.name)
+        onotes = Notes(other)
+        sessions += [dict(session_data(other, k, lim, ebudget, by_event, onotes), store=label) for k in keys]
     shown_events = {ev["c"] for s in sessions for ev in s["events"]}
     page = {
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -542,10 +555,11 @@ def build(repo: pygit2.Repository, task_ids: list[str], session_ids: list[str],
     return text, summary
 
 
-def resolve_session(repo: pygit2.Repository, ident: str) -> str:
+def resolve_session(repo: pygit2.Repository, ident: str, keys: list[str] | None = None) -> str:
+    """The session key `ident` names among `keys` (default: every session of `repo`)."""
     from .errors import NotFound
 
-    keys = session_keys(repo)
+    keys = session_keys(repo) if keys is None else keys
     if ident in keys:
         return ident
     hits = [k for k in keys if k.endswith("-" + ident) or k.split("-", 1)[-1].startswith(ident)]
@@ -590,24 +604,46 @@ def _reachable(repo, tip, hexid: str) -> bool:
 
 
 def write_view(repo: pygit2.Repository, tasks: list[str], session_ids: list[str], active: str | None,
-               default_dir: Path, out: str | None = None) -> dict:
+               default_dir: Path, out: str | None = None, *, known: list[str] | None = None,
+               user: tuple[pygit2.Repository, list[str]] | None = None) -> dict:
     """Resolve what to show, render it and write the file (Engine.view; `tasks` are task ids the
-    engine checked). Nothing named: the active task (or every task) and every session."""
+    engine checked). Nothing named: the active task (or every task) and every session.
+
+    `known`: the sessions of `repo` that may be shown (default: all). `user`: the user-level
+    store and this project's sessions there, shown beside the workspace's (`store: "user"`) when
+    nothing is named, and looked up there when a named session is not in `repo`."""
+    from .errors import NotFound
     from .fsutil import atomic_write
 
     all_tasks = Timeline.task_ids(repo)
-    sessions = [resolve_session(repo, s) for s in session_ids]
-    if not tasks and not sessions:
+    here = session_keys(repo) if known is None else known
+    theirs = [k for k in user[1] if k not in set(here)] if user is not None else []
+    sessions, elsewhere = [], []
+    for ident in session_ids:
+        try:
+            sessions.append(resolve_session(repo, ident, here))
+        except NotFound as first:
+            if user is None or not theirs:
+                raise
+            try:
+                elsewhere.append(resolve_session(user[0], ident, theirs))
+            except NotFound:
+                raise first from None
+    if not tasks and not session_ids:
         tasks = [active] if active in all_tasks else all_tasks
-        sessions = session_keys(repo)
+        sessions, elsewhere = list(here), theirs
     elif tasks and not session_ids:
         sessions = linked_sessions(repo, tasks)
-    html_text, summary = build(repo, tasks, sessions, active)
+    more = ((user[0], elsewhere, "user"),) if user is not None and elsewhere else ()
+    html_text, summary = build(repo, tasks, sessions, active, more=more)
+    if elsewhere:
+        summary["user_sessions"] = list(elsewhere)
     if out:
         path = Path(out).expanduser().resolve()
     else:
+        shown = sessions + elsewhere
         stem = (tasks[0] if len(tasks) == 1 and not session_ids else
-                sessions[0] if len(sessions) == 1 and not tasks else "all")
+                shown[0] if len(shown) == 1 and not tasks else "all")
         path = default_dir / f"{stem}.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, html_text.encode("utf-8", "replace"), 0o644)

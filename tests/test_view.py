@@ -325,3 +325,61 @@ def test_every_fixture_transcript_renders(browser, tmp_path):
         assert p.js("document.querySelectorAll('.row .fork').length") > 0  # rewinds and subagents branch
     finally:
         p.close()
+
+
+def test_view_merges_the_user_level_store(tmp_path, capsys, monkeypatch):
+    """`tc view` in a project shows its workspace store's sessions and the sessions the hooks
+    recorded for it into the user-level store (marked `store: "user"`, read with that store's
+    milestones), never another project's; a named session is found in either; a project with no
+    store of its own shows its user-level sessions alone."""
+    from conftest import TRANSCRIPTS
+
+    from tc_git.engine import Engine
+    from tc_git.trajectory.userstore import record_session
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    proj, other, plain = tmp_path / "proj", tmp_path / "other", tmp_path / "plain"
+    for d in (proj, other, plain):
+        d.mkdir()
+    mine = record_session(TRANSCRIPTS / "claude-daaain-1.jsonl", proj, milestone="before-init")
+    theirs = record_session(TRANSCRIPTS / "claude-drmaciver-1.jsonl", other)
+    alone = record_session(TRANSCRIPTS / "codex-daaain-2.jsonl", plain)
+    (proj / "a.txt").write_text("1\n")
+    e = Engine(proj)
+    tid = e.init("merged view")["task_id"]
+    own = e.record(steps=[{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}],
+                   session="own")
+
+    def page(path) -> dict:
+        text = Path(path).read_text(encoding="utf-8")
+        raw = re.search(r'<script type="application/json" id="tc-data">(.*?)</script>', text, re.S).group(1)
+        return json.loads(raw.replace("\\u003c", "<"))
+
+    r = tc("-C", str(proj), "view", "-o", str(tmp_path / "all.html"), capsys=capsys)
+    assert r["rc"] == 0 and r["tasks"] == [tid]
+    assert sorted(r["sessions"]) == sorted([own["session"], mine["session"]]) and theirs["session"] not in r["sessions"]
+    assert r["user_sessions"] == [mine["session"]]
+    data = page(r["path"])
+    stores = {s["key"]: s.get("store") for s in data["sessions"]}
+    assert stores == {own["session"]: None, mine["session"]: "user"}
+    user_events = next(s for s in data["sessions"] if s["key"] == mine["session"])["events"]
+    assert len(user_events) == mine["events"] and len({ev["c"] for ev in user_events}) == mine["events"]
+    assert [m["name"] for m in data["milestones"]] == ["before-init"]  # the user store's milestone
+    assert any(ev.get("ms") == ["before-init"] for ev in user_events)
+    # named: either store; another project's session is not this project's to show
+    r = tc("-C", str(proj), "view", "--session", mine["session"].split("-", 1)[1], "-o",
+           str(tmp_path / "one.html"), capsys=capsys)
+    assert r["sessions"] == [mine["session"]] and r["tasks"] == []
+    assert tc_main(["-C", str(proj), "view", "--session", theirs["session"]]) == 2
+    assert "no recorded session" in capsys.readouterr().err
+    # a task named: only what it links (nothing from the user-level store)
+    r = tc("-C", str(proj), "view", "--task", tid, "-o", str(tmp_path / "t.html"), capsys=capsys)
+    assert "user_sessions" not in r
+    # no store of its own: the user-level sessions of that project alone, the page in that store
+    r = tc("-C", str(plain), "view", capsys=capsys)
+    assert r["rc"] == 0 and r["sessions"] == [alone["session"]] and r["store"] == "user"
+    assert Path(r["path"]).is_relative_to(tmp_path / "xdg") and not any(plain.iterdir())
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert tc_main(["-C", str(empty), "view"]) == 2  # nothing recorded for it anywhere
+    assert "nothing to view" in capsys.readouterr().err

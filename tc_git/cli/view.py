@@ -10,19 +10,12 @@ from .common import engine_for
 
 def _run(args) -> dict:
     e = engine_for(args)
-    if not e.has_store:  # sessions recorded where no store was: the user-level store
-        from ..trajectory.userstore import project_sessions  # pygit2: not at start-up
-
-        user = e.user_store()
-        ids = list(args.view_sessions) or sorted(project_sessions(args.root)) if user is not None else []
-        if user is not None and ids:
-            return _opened(dict(user.view(task_ids=[], session_ids=ids, out=args.output), store="user"), args)
     tasks = [resolve_task(e, t) for t in args.view_tasks]
     r = e.view(task_ids=tasks, session_ids=args.view_sessions, out=args.output)
-    # The default is in the store, which no snapshot ever reads; a page written into the workspace
-    # would be recorded by the next save and travel in every bundle.
+    # The default is in a store (this one or the user-level one), which no snapshot ever reads; a
+    # page written into the workspace would be recorded by the next save and travel in every bundle.
     path, root, store = Path(r["path"]), e.root, e.store_path.resolve()
-    if _inside(path, root) and not _inside(path, store):
+    if args.output is not None and _inside(path, root) and not _inside(path, store):
         r["warning"] = (f"{path} is inside the workspace: the next save records it. Write it elsewhere "
                         f"(-o {Path(os.path.expanduser('~')) / path.name}), or leave -o out")
     return _opened(r, args)

@@ -211,7 +211,8 @@
     sec.id = "session-" + s.key;
     add(sec, "h2", null, "Conversation: " + (s.title || s.key));
     add(sec, "p", "sub", s.agent + " · session " + s.session + " · " + s.events.length + " events · " +
-        s.branches.length + " branch" + (s.branches.length === 1 ? "" : "es"));
+        s.branches.length + " branch" + (s.branches.length === 1 ? "" : "es") +
+        (s.store === "user" ? " · recorded in the user-level store" : ""));
     renderBranches(sec, s);
     var ms = (D.milestones || []).filter(function (m) { return s.events.some(function (e) { return e.c === m.event; }); });
     if (ms.length) {
