@@ -32,6 +32,7 @@ from pygit2.enums import DeltaStatus, DiffOption, FileMode
 
 from . import _native, mempack, packwriter
 from .fsutil import atomic_write
+from .journal import index_marker
 from .policy import Left, Policy, exclude_file
 from .refs import STORE_DIRNAME
 
@@ -74,6 +75,39 @@ def take(repo: pygit2.Repository, policy: Policy, progress=None, paths=None) -> 
     `paths` (workspace paths, files or directories) refreshes only those entries: after a
     restore only the paths it wrote or deleted can differ from the snapshot taken just before.
     """
+    try:
+        snap = _take_any(repo, policy, progress, paths)
+    except BaseException:
+        # the repository handle outlives this call (store.py keeps it open across saves): entries
+        # changed in memory by a snapshot that failed must not leak into the next one
+        _BASE.pop(repo.path, None)
+        try:
+            repo.index.read(True)
+        except (pygit2.GitError, OSError):
+            pass
+        raise
+    marker = index_marker(repo.path)
+    if marker is not None:
+        _BASE[repo.path] = (marker, snap.tree)
+    return snap
+
+
+# The tree each store's index stood for when this process last snapshotted it, by the index
+# file's identity (journal.index_marker; any writer replaces the file). A refresh of given paths
+# then builds its tree from that one, rewriting only the directories on the changed paths:
+# write_tree() re-reads every tree of the result to rebuild the index's tree cache (~25 ms at
+# 50k files, ~80 ms under load) even when one file changed.
+_BASE: dict[str, tuple[tuple, pygit2.Oid]] = {}
+
+
+def _base_tree(repo: pygit2.Repository) -> pygit2.Oid | None:
+    known = _BASE.get(repo.path)
+    if known is None or index_marker(repo.path) != known[0]:
+        return None
+    return known[1]
+
+
+def _take_any(repo: pygit2.Repository, policy: Policy, progress, paths) -> Snapshot:
     idx = repo.index
     idx.read(False)
     if len(idx) == 0 and packwriter.available():
@@ -87,7 +121,7 @@ def take(repo: pygit2.Repository, policy: Policy, progress=None, paths=None) -> 
         with mempack.bulk_writes(repo) as (work, pack):
             return _take(work, policy, progress, pack)
     if paths is not None:  # [] too: nothing changed (the change journal says so)
-        return _take(repo, policy, progress, None, paths=list(paths))
+        return _take(repo, policy, progress, None, paths=list(paths), base=_base_tree(repo))
     return _take(repo, policy, progress, None)
 
 
@@ -137,6 +171,8 @@ class _Run:
         self._stats = None
         self._dirs = None
         self._dir_memo: dict[str, bool] = {}  # is_tracked_dir answers (as the index was when asked)
+        self.edits: dict[str, tuple | None] = {}  # path -> (blob id, mode) added, or None removed
+        self._path_at = _native.index_path_reader(self.idx)  # i -> raw path of the i-th entry
 
     # ------------------------------------------------------------------ finding candidates
     def diff_candidates(self) -> list[str] | None:
@@ -174,9 +210,6 @@ class _Run:
         if self._stats is not None:
             return self._stats.get(rel)
         return _native.index_entry_stat(self.idx, rel)
-
-    def _path_at(self, i: int) -> bytes:
-        return _native.index_path_at(self.idx, i)
 
     def _lower_bound(self, key: bytes) -> int:
         """The first entry whose path is not below `key`: libgit2 keeps the entries sorted by
@@ -240,7 +273,8 @@ class _Run:
                     st = os.lstat(full)
                 except OSError:
                     st = None
-                tracked = self.entry_stat(start) is not None
+                cached = self.entry_stat(start)
+                tracked = cached is not None
                 if st is not None and stat_mod.S_ISDIR(st.st_mode):
                     if tracked:  # a file that became a directory
                         out.append(start)
@@ -251,6 +285,8 @@ class _Run:
                             out.append(prefix)
                         else:
                             self._walk_dir(start, out, seen)
+                elif cached is not None and st is not None and _same_stat(cached, st):
+                    pass  # as stored (a notification of a write that changed nothing, or of the restore's own)
                 elif tracked or (st is not None and not _ignored(self.repo, start)):
                     out.append(start)
                 seen.add(start)
@@ -380,7 +416,9 @@ class _Run:
                 # packed: a stat_result costs ~600 B, 30 MiB at 50k files (issue 14's memory bound)
                 self.pending.append((rel, self.writer.add_blob(data).raw, _LiteStat.pack(st)))
             else:
-                _index_add(self.idx, rel, self.repo.create_blob(data), st)
+                oid = self.repo.create_blob(data)
+                _index_add(self.idx, rel, oid, st)
+                self.edits[rel] = (oid, _git_mode(st))
             self.changed += 1
         except (pygit2.GitError, ValueError, OverflowError) as e:  # e.g. a name git cannot store
             self._leave(rel, Left(rel, "special", f"cannot be stored: {e}", st.st_size, st.st_mtime))
@@ -388,6 +426,7 @@ class _Run:
     def _drop(self, rel: str) -> None:
         if rel in self.idx:
             self.idx.remove(rel)
+            self.edits[rel] = None
             self.changed += 1
 
     def _leave(self, rel: str, verdict: Left) -> None:
@@ -396,9 +435,10 @@ class _Run:
         self.left[rel] = verdict
         self._drop(rel)
 
-    def finish(self, pack, t0: float, scan: str, partial: bool) -> Snapshot:
+    def finish(self, pack, t0: float, scan: str, partial: bool, base: pygit2.Oid | None = None) -> Snapshot:
         for rel in [p for p in self.left if p in self.idx]:
             self.idx.remove(rel)
+            self.edits[rel] = None
         if self.writer is not None:
             self.writer.finish()  # blobs in the object database before the index and trees name them
             for rel, raw, packed in self.pending:
@@ -408,18 +448,25 @@ class _Run:
                         _index_add(self.idx, rel, oid, st)
                     except (pygit2.GitError, ValueError, OverflowError) as e:  # a name git cannot store
                         self.left[rel] = Left(rel, "special", f"cannot be stored: {e}", st.st_size, st.st_mtime)
-        tree = self.idx.write_tree()
+        tree = None
+        if base is not None and self.writer is None and pack is None:
+            tree = patch_tree(self.repo, base, self.edits)  # None: a case it leaves to write_tree
+        if tree is None:
+            tree = self.idx.write_tree()
         if pack is not None:
             pack.flush()  # objects on disk before the index that names them
-        if scan != "paths" or self.changed or self.left or self.writer is not None:
-            # (a refresh of given paths that changed nothing leaves the index as it was read:
-            # writing 50k entries back costs ~30 ms, and the journal's marker stays valid)
+        if self.changed or self.left or self.writer is not None or pack is not None:
+            # Nothing changed: the index is as it was read (a refresh of given paths), or as the
+            # diff left it, which writes the index itself when it refreshed stat data
+            # (DiffOption.UPDATE_INDEX). Writing 50k entries back costs ~30-45 ms, and the
+            # journal's marker stays valid.
             self.idx.write()
         return Snapshot(tree, sorted(self.left.values(), key=lambda x: x.path), self.nested, self.changed,
                         time.perf_counter() - t0, partial=partial, unstable=sorted(self.unstable), scan=scan)
 
 
-def _take(repo: pygit2.Repository, policy: Policy, progress, pack, paths=None, writer=None) -> Snapshot:
+def _take(repo: pygit2.Repository, policy: Policy, progress, pack, paths=None, writer=None,
+          base: pygit2.Oid | None = None) -> Snapshot:
     t0 = time.perf_counter()
     run = _Run(repo, policy, progress)
     run.writer = writer
@@ -434,7 +481,7 @@ def _take(repo: pygit2.Repository, policy: Policy, progress, pack, paths=None, w
     with policy.one_allowlist():
         for rel in dict.fromkeys(cands):
             run.refresh(rel)
-    return run.finish(pack, t0, scan, partial=paths is not None)
+    return run.finish(pack, t0, scan, partial=paths is not None, base=base)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -586,6 +633,56 @@ def unsaved_paths(repo: pygit2.Repository, tree: pygit2.Tree | None, skip: set[s
             paths.add(d.new_file.path or d.old_file.path)
     keep = sorted(p for p in paths if p not in skip and sensitive_path(p) is None)
     return keep[:limit], len(keep)
+
+
+class _Conflict(Exception):
+    """An edit that turns a file into a directory or back: write_tree() judges those."""
+
+
+def patch_tree(repo: pygit2.Repository, base: pygit2.Oid, edits: dict) -> pygit2.Oid | None:
+    """The tree of an index that held `base` and then had `edits` applied (path -> (blob id,
+    mode) added or replaced, None removed), writing only the trees on the edited paths; empty
+    directories vanish, as in write_tree(). None when an edit changes a path's kind (a file
+    where a directory was, or under a former file: libgit2's index then drops entries of its
+    own accord) or a name is not UTF-8: the caller writes the index's tree instead."""
+    if not edits:
+        return base
+    root: dict = {}  # dir node: {"": {file name: edit}, dir name: node}
+    for rel, v in edits.items():
+        node = root
+        *dirs, name = rel.split("/")
+        for d in dirs:
+            node = node.setdefault(d, {})
+        node.setdefault("", {})[name] = v
+
+    def build(tree, node: dict):
+        tb = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
+        for name, v in node.get("", {}).items():
+            old = tb.get(name)
+            if old is not None and old.filemode == FileMode.TREE or name in node:
+                raise _Conflict(name)
+            if v is not None:
+                tb.insert(name, v[0], v[1])
+            elif old is not None:
+                tb.remove(name)
+        for name, child in node.items():
+            if not name:
+                continue
+            old = tb.get(name)
+            if old is not None and old.filemode != FileMode.TREE:
+                raise _Conflict(name)
+            new = build(repo[old.id] if old is not None else None, child)
+            if new is not None:
+                tb.insert(name, new, FileMode.TREE)
+            elif old is not None:
+                tb.remove(name)
+        return tb.write() if len(tb) else None
+
+    try:
+        out = build(repo[base], root)
+        return out if out is not None else repo.TreeBuilder().write()
+    except (_Conflict, pygit2.GitError, ValueError, TypeError, UnicodeError, KeyError):
+        return None
 
 
 class TreeDelta(NamedTuple):
