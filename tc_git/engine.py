@@ -214,7 +214,7 @@ class Engine:
                 snapshot_mod.carry_forward(snap, head.record.get("files") or {}, paths)
             base = {"partial": bool(partial), "waiting": False, "skipped_paths": capture_mod.skipped(snap),
                     "unstable": snap.unstable[:MAX_LIST]}  # kept at their last version: never held still
-            if self.repo[head.oid].tree_id == snap.tree:
+            if self.repo[head.oid].peel(pygit2.Commit).tree_id == snap.tree:
                 return {"captured": False, "drift_id": None, "reads": 0, "commit": None, **base}
             extra = {"tool_call": tool_call} if tool_call else {}
             oid, drift_id, changed = ws.drift(tl, head, snap, title=title, partial=partial, **extra)
@@ -275,13 +275,13 @@ class Engine:
 
     def diff_object(self, a: str | None = None, b: str | None = None, task_id: str | None = None) -> pygit2.Diff:
         tl = self._timeline(task_id)
-        old = self.repo[tl.find(a).oid].tree if a else self.repo[tl.head_oid()].tree
+        old = self.repo[tl.find(a).oid if a else tl.head_oid()].peel(pygit2.Tree)
         if b:
-            new = self.repo[tl.find(b).oid].tree
+            new = self.repo[tl.find(b).oid].peel(pygit2.Tree)
         else:
             with self.store.lock():
-                new = self.repo[self._snapshot(tl.head().record.get("task", {})).tree]
-        return self.repo.diff(old, new)
+                new = self.repo[self._snapshot(tl.head().record.get("task", {})).tree].peel(pygit2.Tree)
+        return old.diff_to_tree(new)
 
     # ------------------------------------------------------------------ restore
     def restore(self, index: int | None = None, drift_id: str | None = None, apply: bool = False,
@@ -310,7 +310,7 @@ class Engine:
         with self.store.lock():
             tl = self._timeline()
             head = tl.head()
-            target = tl.find(at if at is not None else str(index) if index is not None else drift_id)
+            target = tl.find(at if at is not None else str(index) if index is not None else str(drift_id))
             if _undo_of and str(next((e.oid for e in tl.walk() if e.kind == "restore"), "")) != _undo_of:
                 raise Conflict("another restore was applied while this undo was being prepared; run undo again")
             if apply and head.kind == "close":
@@ -423,7 +423,8 @@ class Engine:
             if shown is not None:
                 return shown
             # only the new files when others would go; an undoable restore either way
-            return {**self._restore_imported(task_id, True, paths=paths), "auto": "applied", "note": note}
+            applied = self._restore_imported(task_id, True, paths=paths) or {}
+            return {**applied, "auto": "applied", "note": note}
         e = bundles.imported_point(self.repo, task_id)
         if e is None:
             return None
@@ -519,7 +520,8 @@ class Engine:
         from . import trajectory as T
 
         code = None
-        if self.store.active_task() and Timeline(self.repo, self.store.active_task()).exists():
+        active = self.store.active_task()
+        if active and Timeline(self.repo, active).exists():
             try:
                 self.capture()  # the code of this moment, if it changed since the last commit
             except TaskClosed:
@@ -862,7 +864,7 @@ for _name in ("trajectory_log", "checkout", "export_markdown", "trajectory_diff"
 
 # Machine failures (full disk, permissions, read-only file system, nesting too deep) inside any
 # engine call become errors that say what to do (validate.SystemFault), never a traceback.
-Engine.__init__ = validate.guard(Engine.__init__)
+setattr(Engine, "__init__", validate.guard(Engine.__init__))  # noqa: B010 - mypy forbids assigning a method
 for _name, _fn in list(vars(Engine).items()):
     if not _name.startswith("_") and callable(_fn) and not isinstance(_fn, property):
         setattr(Engine, _name, validate.guard(_fn))

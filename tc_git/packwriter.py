@@ -43,7 +43,8 @@ class PackWriter:
         self.dir = os.path.join(repo.path, "objects", "pack")
         os.makedirs(self.dir, exist_ok=True)
         _remove_stale(self.dir)
-        fd, self.path = tempfile.mkstemp(prefix="tmp-tc-", suffix=".pack", dir=self.dir)
+        fd, pack_path = tempfile.mkstemp(prefix="tmp-tc-", suffix=".pack", dir=self.dir)
+        self.path: str | None = pack_path  # temporary files still ours to remove (None once in place)
         self.idx_path: str | None = None
         self.f = os.fdopen(fd, "w+b")
         self.f.write(b"PACK" + struct.pack(">II", 2, 0))  # the count is patched in finish()
@@ -141,15 +142,18 @@ class PackWriter:
             os.fsync(self.f.fileno())
             self.f.close()
             name = os.path.join(self.dir, "pack-" + pack_sum.hex())
-            fd, self.idx_path = tempfile.mkstemp(prefix="tmp-tc-", suffix=".idx", dir=self.dir)
+            pack_path = self.path
+            assert pack_path is not None  # set in __init__, cleared only below and in close()
+            fd, idx_path = tempfile.mkstemp(prefix="tmp-tc-", suffix=".idx", dir=self.dir)
+            self.idx_path = idx_path
             with os.fdopen(fd, "wb") as f:
                 f.write(_index_v2(self.entries, pack_sum))
                 f.flush()
                 os.fsync(f.fileno())
-            for p in (self.path, self.idx_path):
+            for p in (pack_path, idx_path):
                 os.chmod(p, 0o444)  # as git leaves pack files
-            os.replace(self.path, name + ".pack")  # the pack first: a reader looks for the .idx
-            os.replace(self.idx_path, name + ".idx")
+            os.replace(pack_path, name + ".pack")  # the pack first: a reader looks for the .idx
+            os.replace(idx_path, name + ".idx")
             self.path = self.idx_path = None
             return self.count
         finally:
@@ -198,7 +202,8 @@ def _index_v2(entries: list[tuple[bytes, int, int]], pack_sum: bytes) -> bytes:
     for i in range(256):
         total += fanout[i]
         fanout[i] = total
-    small, large = [], []
+    small: list[int] = []
+    large: list[int] = []
     for _raw, _crc, off in entries:
         if off < 0x80000000:
             small.append(off)

@@ -117,7 +117,7 @@ def make_plan(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, le
             continue  # nested repositories are never touched
         if paths is not None and not in_selection(d.path, paths):
             continue
-        if d.status == "D":
+        if d.new_id is None:  # D: the target has no such path
             plan.to_delete.append(d.path)
         elif d.status == "A":
             if d.path in pre:
@@ -183,7 +183,7 @@ def screen(plan: Plan, root: str | None = None, rules: str | None = None) -> Pla
     bad: dict[str, str] = {}
     nested: dict[str, bool] = {"": False}
 
-    def in_nested(rel: str) -> str | None:
+    def in_nested(rel: str, root: str) -> str | None:
         parts = rel.split("/")[:-1]
         for i in range(1, len(parts) + 1):
             d = "/".join(parts[:i])
@@ -207,14 +207,14 @@ def screen(plan: Plan, root: str | None = None, rules: str | None = None) -> Pla
             bad[rel] = f"refused name: {why}"
     if root:
         for rel in [x[0] for x in plan.to_write + plan.to_replace] + list(plan.to_delete):
-            d = rel not in bad and in_nested(rel)
+            d = rel not in bad and in_nested(rel, root)
             if d:
                 bad[rel] = f"{d}/ is a nested git repository: left as it is"
     if rules != "posix":  # two names the file system takes for one: neither is written
         groups: dict[str, list[str]] = {}
         for rel, _o, _m in plan.to_write + plan.to_replace:
             parts = rel.split("/")
-            key = "/".join(pathsafe.fold_key(p, rules) for p in parts)
+            key = "/".join(pathsafe.fold_key(p, rules) or p for p in parts)
             groups.setdefault(key, []).append(rel)
         for rels in groups.values():
             if len(rels) > 1:
@@ -254,7 +254,7 @@ def apply_plan(repo: pygit2.Repository, plan: Plan) -> list[dict]:
         creating = {x[0] for x in plan.to_write}
         for rel, oid, mode in plan.to_write + plan.to_replace:
             try:
-                ws.write(rel, repo[oid].data, int(mode), expect_id=str(oid), create=rel in creating)
+                ws.write(rel, repo[oid].peel(pygit2.Blob).data, int(mode), expect_id=str(oid), create=rel in creating)
             except wsfs.Unrestorable as e:
                 kept.append({"path": rel, "reason": str(e)})
             except OSError as e:

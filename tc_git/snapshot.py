@@ -25,7 +25,7 @@ import stat as stat_mod
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pygit2
 from pygit2.enums import DeltaStatus, DiffOption, FileMode
@@ -56,7 +56,8 @@ class Snapshot:
     def note(self, cap: int = 500) -> dict:
         """What the commit's note records about paths that are not file content."""
         left = [x.as_dict() for x in self.left[:cap]]
-        out = {"left": left, "nested": [{"path": p, "head": h} for p, h in sorted(self.nested.items())][:cap]}
+        out: dict[str, Any] = {"left": left,
+                               "nested": [{"path": p, "head": h} for p, h in sorted(self.nested.items())][:cap]}
         if len(self.left) > cap:
             out["left_omitted"] = len(self.left) - cap
         if self.unstable:
@@ -168,8 +169,8 @@ class _Run:
         self.done = 0
         self.writer = None  # packwriter.PackWriter during a first snapshot
         self.pending: list = []  # (rel, raw id, packed stat) waiting for the writer's pack
-        self._stats = None
-        self._dirs = None
+        self._stats: dict[str, tuple] | None = None
+        self._dirs: set[str] | None = None
         self._dir_memo: dict[str, bool] = {}  # is_tracked_dir answers (as the index was when asked)
         self.edits: dict[str, tuple | None] = {}  # path -> (blob id, mode) added, or None removed
         self._path_at = _native.index_path_reader(self.idx)  # i -> raw path of the i-th entry
@@ -470,6 +471,7 @@ def _take(repo: pygit2.Repository, policy: Policy, progress, pack, paths=None, w
     t0 = time.perf_counter()
     run = _Run(repo, policy, progress)
     run.writer = writer
+    cands: list[str] | None
     if paths is not None:
         run.idx.read(False)
         cands, scan = run.walk_candidates(paths), "paths"

@@ -192,7 +192,7 @@ def _split(rel: str) -> tuple[str, str]:
 class Workspace:
     """One workspace root, opened once; use as a context manager."""
 
-    def __init__(self, root, protect=(), rules: str | None = None, fsync: bool | None = None):
+    def __init__(self, root, protect=(), rules: str | None = None, fsync: bool | str | None = None):
         self.root = os.fspath(root)
         self.ops = _ops()
         self.root_fd = self.ops.root(self.root)
@@ -215,11 +215,12 @@ class Workspace:
         # files rely on write()/close() errors. TC_RESTORE_FSYNC=all|off changes that.
         if fsync is None:
             v = os.environ.get(FSYNC_ENV, "large").strip().lower()
-            fsync = "off" if v in ("0", "off", "false", "no") else "all" if v in ("all", "on", "1", "true", "yes") \
-                else "large"
+            self.fsync = "off" if v in ("0", "off", "false", "no") else \
+                "all" if v in ("all", "on", "1", "true", "yes") else "large"
         elif isinstance(fsync, bool):
-            fsync = "all" if fsync else "off"
-        self.fsync = fsync
+            self.fsync = "all" if fsync else "off"
+        else:
+            self.fsync = fsync
 
     # ------------------------------------------------------------------ descriptors
     def close(self) -> None:
@@ -345,26 +346,31 @@ class Workspace:
         return self._nested.get(rel_dir, False)
 
     # ------------------------------------------------------------------ case-insensitive rules
+    def _fold(self, name: str) -> str:
+        """The name's key under the case-insensitive rules in use (only they list directories)."""
+        key = pathsafe.fold_key(name, self.rules)
+        return name if key is None else key
+
     def _listing(self, rel_dir: str, fd) -> dict[str, str]:
         names = self._names.get(rel_dir)
         if names is None:
             names = {}
             for n in self.ops.listdir(fd):
-                names.setdefault(pathsafe.fold_key(n, self.rules), n)
+                names.setdefault(self._fold(n), n)
             self._names[rel_dir] = names
         return names
 
     def _collides(self, rel_dir: str, fd, name: str) -> str | None:
         if self.rules == "posix":
             return None
-        other = self._listing(rel_dir, fd).get(pathsafe.fold_key(name, self.rules))
+        other = self._listing(rel_dir, fd).get(self._fold(name))
         return other if other is not None and other != name else None
 
     def _note(self, rel_dir: str, name: str, present: bool) -> None:
         names = self._names.get(rel_dir)
         if names is None:
             return
-        key = pathsafe.fold_key(name, self.rules)
+        key = self._fold(name)
         if present:
             names[key] = name
         elif names.get(key) == name:

@@ -38,6 +38,12 @@ NOISE_SUBTYPES = frozenset({"turn_duration", "stop_hook_summary", "session_start
 SPAWN_TOOLS = frozenset({"Task", "Agent"})
 
 
+def _obj(entry: dict, key: str) -> dict:
+    """entry[key] when it is a JSON object, else {} (every field of a transcript line is hostile)."""
+    v = entry.get(key)
+    return v if isinstance(v, dict) else {}
+
+
 def _images(content: Any) -> list[dict]:
     """Image blocks of a message/tool_result content, as stored image records."""
     out = []
@@ -115,7 +121,7 @@ class _Builder:
         self._alias(entry)
 
     def _progress(self, entry: dict) -> None:
-        data = entry.get("data") if isinstance(entry.get("data"), dict) else {}
+        data = _obj(entry, "data")
         agent, call = data.get("agentId"), entry.get("parentToolUseID")
         if data.get("type") == "agent_progress" and isinstance(agent, str) and isinstance(call, str):
             self.progress_spawn.setdefault(agent, call)
@@ -218,6 +224,8 @@ class _Builder:
         elif first.kind in ("assistant", "thinking", "tool_call") and anchor is not None:
             prev = self.by_key.get(anchor)
             structural = bool(prev and first.message_id and prev.message_id == first.message_id)
+        parent: str | None
+        group: dict[str, Any]
         if anchor is None or anchor not in self.group:
             parent, group = None, {"tip": None, "continued": False, "next": None}
             if first.sidechain:
@@ -250,7 +258,7 @@ class _Builder:
     # -- content ----------------------------------------------------------------------------
     def _events(self, entry: dict) -> list[Event]:
         kind = entry.get("type")
-        msg = entry.get("message") if isinstance(entry.get("message"), dict) else {}
+        msg = _obj(entry, "message")
         if kind == "system":
             return self._system(entry)
         content = msg.get("content")
@@ -311,7 +319,7 @@ class _Builder:
         if sub in NOISE_SUBTYPES:
             return []
         if sub == "compact_boundary":
-            cm = entry.get("compactMetadata") if isinstance(entry.get("compactMetadata"), dict) else {}
+            cm = _obj(entry, "compactMetadata")
             meta = {k: cm[k] for k in ("trigger", "preTokens", "postTokens") if k in cm}
             return [Event("system", "", text="compaction boundary", meta={"subtype": sub, **meta})]
         text = entry.get("content")
@@ -348,7 +356,7 @@ class _Builder:
                 ev.lane = "sidechain"
         return self.t
 
-    def _descends(self, key: str, ancestor: str) -> bool:
+    def _descends(self, key: str | None, ancestor: str) -> bool:
         seen = 0
         while key is not None and seen <= len(self.by_key):
             if key == ancestor:

@@ -40,9 +40,9 @@ class VerifyResult:
 def _flatten(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str = "") -> dict[str, pygit2.Oid]:
     out: dict[str, pygit2.Oid] = {}
     for e in tree:
-        path = prefix + e.name
+        path = prefix + (e.name or "")
         if e.type_str == "tree":
-            out.update(_flatten(repo, repo[e.id], path + "/"))
+            out.update(_flatten(repo, repo[e.id].peel(pygit2.Tree), path + "/"))
         elif e.type_str == "blob":
             out[path] = e.id
     return out
@@ -206,14 +206,15 @@ def verify_edits(repo: pygit2.Repository, events: Iterable[Any], base_tree: Any,
 
     def load(path: str | None) -> str | None:
         if path is not None and path not in files:
-            files[path] = repo[base[path]].data if path in base else None
+            files[path] = repo[base[path]].peel(pygit2.Blob).data if path in base else None
         return path
 
     def resolve(p: str) -> str:
         rel = _rel(p, root)
         if rel is None:
             raise PatchError(p, "outside the workspace")
-        return load(rel)
+        load(rel)
+        return rel
 
     for r in recs:
         name, inp = r.get("tool_name"), r.get("tool_input")
@@ -228,7 +229,7 @@ def verify_edits(repo: pygit2.Repository, events: Iterable[Any], base_tree: Any,
         try:
             if patch is not None:
                 touched += apply_patch(files, patch, resolve)
-            else:
+            elif isinstance(inp, dict):  # Write, Edit or MultiEdit (checked above)
                 path = load(_rel(str(inp.get("file_path", "")), root))
                 if path is None:
                     skipped += 1
