@@ -192,7 +192,8 @@ class Engine:
 
         # inside a call that watches the user's git as a whole (_watch_user_git), that outer
         # fingerprint is the one reported: no second pair here
-        return userrepo.mirror_task(self.store, task_id, label, verify=not self._git_watched)
+        return userrepo.mirror_task(self.store, task_id, label, verify=not self._git_watched and not _env_off("TC_GIT_VERIFY"),
+                                    enabled=not _env_off("TC_GIT"))
 
     def capture(self, partial: bool = False, title: str | None = None, tool_call: dict | None = None,
                 paths=None) -> dict:
@@ -446,7 +447,8 @@ class Engine:
     def pull(self, remote: str | None = None) -> dict:
         from .handoff import remotes
 
-        return remotes.pull(self.store, remote, verify=not self._git_watched)
+        return remotes.pull(self.store, remote, verify=not self._git_watched and not _env_off("TC_GIT_VERIFY"),
+                            mirror_git=not _env_off("TC_GIT"))
 
     # ------------------------------------------------------------------ trajectory layer
     # Thin delegations to tc_git/trajectory/, plus the links between the two histories: a
@@ -802,6 +804,12 @@ class Engine:
                           user=(user.repo, theirs) if user is not None and theirs else None)
 
 
+def _env_off(var: str) -> bool:
+    """TC_GIT=off (no mirror into the user's repository), TC_GIT_VERIFY=off (no fingerprint of
+    it): read here, at the top, and passed down; handoff/ never reads the environment for them."""
+    return os.environ.get(var, "on").strip().lower() in ("off", "0", "false", "no")
+
+
 def _watch_user_git(fn):
     """`git.unchanged` for the whole call: the user's git directory fingerprinted before and
     after (gitguard.py), so a restore or import that wrote anything there is reported, not only
@@ -810,7 +818,7 @@ def _watch_user_git(fn):
 
     @functools.wraps(fn)
     def wrapper(self, *args, **kwargs):
-        if os.environ.get("TC_GIT_VERIFY", "").lower() in ("off", "0", "false", "no"):
+        if _env_off("TC_GIT_VERIFY"):
             return fn(self, *args, **kwargs)
         from . import gitguard
         from .handoff.userrepo import user_gitdir

@@ -30,10 +30,14 @@ import json
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from .discover import find_workspace, store_dir  # stdlib-only: the hook entry loads no pygit2
 from .jsonsafe import one_line
 from .recordrules import OPT_OUT_FILE, opted_out, record_mode, user_store_path  # noqa: F401  (OPT_OUT_FILE: re-exported)
+
+if TYPE_CHECKING:  # annotations only: the engine (and pygit2) load on first use
+    from .engine import Engine
 
 LOG_NAME = "hooks.log"
 
@@ -168,7 +172,7 @@ def _title(call: dict) -> str:
     return f"after {call.get('name') or 'a tool call'}"
 
 
-def _engine(place: Place, agent: str, session: str | None):
+def _engine(place: Place, agent: str, session: str | None) -> Engine:
     from .engine import Engine  # pygit2 from here on
 
     return Engine(place.root, agent=agent, session=session)

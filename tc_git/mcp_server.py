@@ -23,7 +23,7 @@ import traceback
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import unquote, urlparse
 
 import anyio
@@ -62,6 +62,9 @@ from .mcp_models import (
     TrajectoryDiffResult,
 )
 from .refs import POINTER_FILE, STORE_DIRNAME
+
+if TYPE_CHECKING:  # annotations only: the engine (and pygit2) load on first use
+    from .engine import Engine
 
 log = logging.getLogger("tc_git.mcp")
 
@@ -187,24 +190,24 @@ class Runner:
 
     def __init__(self, watcher=None):
         self.watcher = watcher
-        self._engine_cls = None
+        self._engine_cls: type[Engine] | None = None
         self.last_root: str | None = None  # the workspace of the last tool call (for tc://resume)
 
-    def engine_cls(self):
+    def engine_cls(self) -> type[Engine]:
         if self._engine_cls is None:  # pygit2 is imported on first use: faster cold start
             from .engine import Engine
 
             self._engine_cls = Engine
         return self._engine_cls
 
-    async def raw(self, ctx: Context | None, root: str | None, call: Callable[[Any], Any]):
+    async def raw(self, ctx: Context | None, root: str | None, call: Callable[[Engine], Any]):
         """The engine's own result (for resources and prompts); a TcError propagates."""
         if not root:
             root = (await _client_root(ctx) if ctx is not None else None) or os.getcwd()
         engine_cls = await anyio.to_thread.run_sync(self.engine_cls)
         return await anyio.to_thread.run_sync(lambda: call(engine_cls(root)))
 
-    async def __call__(self, ctx: Context | None, tool: str, root: str | None, call: Callable[[Any], Any],
+    async def __call__(self, ctx: Context | None, tool: str, root: str | None, call: Callable[[Engine], Any],
                        log_call: bool = True):
         """`call(engine)` in a worker thread: each tool names its engine method and passes every
         argument by name or position, so a renamed parameter is a TypeError (a test failure),
@@ -214,7 +217,7 @@ class Runner:
             root = (await _client_root(ctx) if ctx is not None else None) or os.getcwd()
         self.last_root = root
         bridge = _ProgressBridge(ctx)
-        engine_cls = await anyio.to_thread.run_sync(self.engine_cls) if self._engine_cls is None \
+        engine_cls: type[Engine] = await anyio.to_thread.run_sync(self.engine_cls) if self._engine_cls is None \
             else self._engine_cls
         holder: dict = {}
 

@@ -19,9 +19,12 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .refs import STORE_DIRNAME
+
+if TYPE_CHECKING:  # annotations only: the engine (and pygit2) load on first use
+    from .engine import Engine
 
 log = logging.getLogger("tc_git.watch")
 
@@ -276,7 +279,7 @@ class DriftWatcher:
             log.info("%s: %s", st.root, msg)
             self.log_line(st.store, msg)
 
-    def _engine(self, root: Path):
+    def _engine(self, root: Path) -> Engine:
         if self.engine_factory is not None:
             return self.engine_factory(root)
         from .engine import Engine

@@ -223,23 +223,188 @@ if __name__ == "__main__":
 
 
 # Front ends go through the engine's public methods: no private engine name, no `engine.repo` or
-# `engine.store`, no Store of their own (issue 15). Read from the AST: an attribute of a name that
-# holds an engine in the front ends' code (e, eng, engine, user).
-ENGINE_NAMES = {"e", "eng", "engine", "user"}
+# `engine.store`, no Store of their own (issue 15). An engine is recognised by its type and by where
+# it flows, whatever the variable is called: what `Engine(...)` returns, what a function annotated
+# `-> Engine` returns (through `import ... as` too), what a `type[Engine]` value makes, a parameter
+# or variable annotated `Engine`, and the parameter of a lambda passed where the callee expects a
+# `Callable[[Engine], ...]`. Flow-insensitive within a function; closures see their outer names.
+ENGINE_T = re.compile(r"(?<![\w\[])Engine\b")  # Engine, Engine | None, "Engine"; not type[Engine]
+CLASS_T = re.compile(r"\btype\[Engine\]")
+CALLBACK_T = re.compile(r"Callable\[\[Engine\b")
+FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _ann(node) -> str:
+    return ast.unparse(node) if node is not None else ""
+
+
+def _params(fn) -> list[ast.arg]:
+    args = fn.args.posonlyargs + fn.args.args
+    return args[1:] if args and args[0].arg in ("self", "cls") else args
+
+
+def facade_violations(sources: dict[str, str]) -> list[str]:
+    """`module:line expr.attr` for each front-end reach around the engine's public methods."""
+    trees = {n: ast.parse(src) for n, src in sources.items()}
+    makes_engine, makes_class, class_attrs = {"Engine"}, set(), set()
+    callbacks: dict[str, set[int | str]] = {}  # function or Class.method -> positions/keywords of an engine callback
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                for fn in node.body:
+                    if isinstance(fn, FUNCS):
+                        fn.qual = f"{node.name}.{fn.name}"  # type: ignore[attr-defined]
+            if isinstance(node, FUNCS):
+                r = _ann(node.returns)
+                (makes_class if CLASS_T.search(r) else makes_engine if ENGINE_T.search(r) else set()).add(node.name)
+                for i, a in enumerate(_params(node)):
+                    if CALLBACK_T.search(_ann(a.annotation)):
+                        for key in {node.name, getattr(node, "qual", node.name)}:
+                            callbacks.setdefault(key, set()).update({i, a.arg})
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Attribute) \
+                    and CLASS_T.search(_ann(node.annotation)):
+                class_attrs.add(node.target.attr)
+    bad: list[str] = []
+
+    for name, tree in trees.items():
+        local_engine, local_class = set(makes_engine), set(makes_class)
+        instances: dict[str, str] = {}  # name -> class, for `run = Runner(...)` then `run(...)`
+        classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                for al in node.names:
+                    if al.asname and al.name in makes_engine:
+                        local_engine.add(al.asname)
+                    if al.asname and al.name in makes_class:
+                        local_class.add(al.asname)
+                    if (node.module or "").endswith("store") and al.name == "Store":
+                        bad.append(f"{name}:{node.lineno} imports Store")
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                    and isinstance(node.value.func, ast.Name) and node.value.func.id in classes:
+                instances.update({t.id: node.value.func.id for t in node.targets if isinstance(t, ast.Name)})
+
+        def is_class(x, env) -> bool:
+            if isinstance(x, ast.Await):
+                return is_class(x.value, env)
+            if isinstance(x, ast.IfExp):
+                return is_class(x.body, env) or is_class(x.orelse, env)
+            if isinstance(x, ast.Name):
+                return x.id in env[1] or x.id == "Engine"
+            if isinstance(x, ast.Attribute):
+                return x.attr in class_attrs
+            if isinstance(x, ast.Call):
+                f = x.func
+                return (f.id if isinstance(f, ast.Name) else getattr(f, "attr", None)) in local_class
+            return False
+
+        def is_engine(x, env) -> bool:
+            if isinstance(x, ast.Await):
+                return is_engine(x.value, env)
+            if isinstance(x, ast.IfExp):
+                return is_engine(x.body, env) or is_engine(x.orelse, env)
+            if isinstance(x, ast.BoolOp):
+                return any(is_engine(v, env) for v in x.values)
+            if isinstance(x, ast.Name):
+                return x.id in env[0]
+            if isinstance(x, ast.Call):
+                f = x.func
+                fname = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+                return fname in local_engine or is_class(f, env)
+            return False
+
+        def callback_slots(call: ast.Call, env) -> set:
+            f = call.func
+            if isinstance(f, ast.Name):
+                key = f"{instances[f.id]}.__call__" if f.id in instances else f.id
+            elif isinstance(f, ast.Attribute):
+                owner = instances.get(f.value.id) if isinstance(f.value, ast.Name) else None
+                key = f"{owner}.{f.attr}" if owner else f.attr
+            else:
+                return set()
+            return callbacks.get(key, set())
+
+        def scope(body_nodes, env, params=()) -> None:
+            """Check one function (or lambda) body with the engine names it sees."""
+            engines, klasses = set(env[0]) - {p.arg for p in params}, set(env[1])
+            engines |= {p.arg for p in params if ENGINE_T.search(_ann(p.annotation))}
+            klasses |= {p.arg for p in params if CLASS_T.search(_ann(p.annotation))}
+            own = [n for b in body_nodes for n in _walk_own(b)]
+            for _ in range(2):  # assignments may build on each other
+                e = (engines, klasses)
+                for n in own:
+                    if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):
+                        t = _ann(n.annotation)
+                        (klasses if CLASS_T.search(t) else engines if ENGINE_T.search(t) else set()).add(n.target.id)
+                    elif isinstance(n, (ast.Assign, ast.NamedExpr)):
+                        targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                        for t in targets:
+                            if isinstance(t, ast.Name) and is_engine(n.value, e):
+                                engines.add(t.id)
+                            elif isinstance(t, ast.Name) and is_class(n.value, e):
+                                klasses.add(t.id)
+            e = (engines, klasses)
+            for n in own:
+                if isinstance(n, ast.Attribute) and is_engine(n.value, e):
+                    a = n.attr
+                    if a in ("repo", "store") or (a.startswith("_") and not a.startswith("__")):
+                        bad.append(f"{name}:{n.lineno} {ast.unparse(n)}")
+                if isinstance(n, FUNCS):
+                    scope(n.body, e, _params(n) + n.args.kwonlyargs)
+                elif isinstance(n, ast.Lambda):
+                    scope([n.body], e, n.args.args)
+                if isinstance(n, ast.Call):
+                    slots = callback_slots(n, e)
+                    args = [(i, a) for i, a in enumerate(n.args)] + [(k.arg, k.value) for k in n.keywords]
+                    for key, arg in args:
+                        if key in slots and isinstance(arg, ast.Lambda) and arg.args.args:
+                            first = arg.args.args[0]
+                            scope([arg.body], (e[0] | {first.arg}, e[1]), arg.args.args[1:])
+        scope(tree.body, (set(), set()))
+    return sorted(set(bad))
+
+
+def _walk_own(node):
+    """`node` and what is under it, not descending into nested functions and lambdas (their
+    bodies are their own scopes; the function or lambda node itself is yielded)."""
+    yield node
+    if isinstance(node, (*FUNCS, ast.Lambda)):
+        return
+    for child in ast.iter_child_nodes(node):
+        yield from _walk_own(child)
 
 
 def test_front_ends_use_only_the_engine_facade():
-    front = [n for n in MODULES if _layer_of(n) == 0]
-    bad = []
-    for name in front:
-        tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                    and node.value.id in ENGINE_NAMES:
-                a = node.attr
-                if a in ("repo", "store") or (a.startswith("_") and not a.startswith("__")):
-                    bad.append(f"{name}:{node.lineno} {node.value.id}.{a}")
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").endswith("store") \
-                    and any(x.name == "Store" for x in node.names):
-                bad.append(f"{name}:{node.lineno} imports Store")
+    front = {n: MODULES[n].read_text(encoding="utf-8") for n in MODULES if _layer_of(n) == 0}
+    bad = facade_violations(front)
     assert not bad, "front ends reaching around the engine's public methods: " + ", ".join(bad)
+
+
+def test_facade_check_follows_the_type_not_the_name():
+    """The check above sees an engine under any name; each line here is one reach it must catch."""
+    src = {
+        "common": "def engine_for(args) -> Engine:\n    return Engine(args.root)\n",
+        "mod": (
+            "from .common import engine_for as _make\n"
+            "def a(args):\n    zz = _make(args)\n    return zz.repo\n"                      # through an alias
+            "def b(q: Engine | None):\n    return q._timeline()\n"                       # an annotated parameter
+            "class R:\n    def __call__(self, root, call: Callable[[Engine], Any]): ...\n"
+            "    def cls(self) -> type[Engine]: ...\n"
+            "run = R()\n"
+            "def c():\n    return run('r', lambda w: w.store)\n"                              # a callback's parameter
+            "def d(r: R):\n    k = r.cls()\n    x = k('/w')\n    def inner():\n        return x._ws()\n"  # a class, a closure
+            "def e(args):\n    return engine_for(args).store.path\n"                      # a call's result
+            "def ok(args):\n    e = object()\n    return e.repo, engine_for(args).save('t')\n"  # not an engine
+        ),
+    }
+    bad = facade_violations(src)
+    assert sorted(b.split(" ", 1)[1] for b in bad) == ["engine_for(args).store", "q._timeline", "w.store",
+                                                       "x._ws", "zz.repo"], bad
+
+
+def test_handoff_takes_the_user_git_settings_from_its_caller():
+    """TC_GIT and TC_GIT_VERIFY are read once, by the engine, and passed down (issue 15): a handoff
+    module that read them itself would ignore what its caller decided (a nested watch, a test)."""
+    readers = sorted(n for n in MODULES if n.startswith("handoff")
+                     for node in ast.walk(ast.parse(MODULES[n].read_text(encoding="utf-8")))
+                     if isinstance(node, ast.Constant) and node.value in ("TC_GIT", "TC_GIT_VERIFY"))
+    assert not readers, f"handoff modules reading the user-git settings themselves: {readers}"

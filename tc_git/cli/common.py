@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the engine (and pygit2) load with the first command that needs them
+    from ..engine import Engine
 
 ID_HELP = "2 or s0002 (step), d0001 (drift), r0001 (restore) or a commit id prefix"
 
@@ -18,7 +22,7 @@ def set_prog(name: str) -> None:
     _prog[0] = name
 
 
-def engine_for(args):
+def engine_for(args) -> Engine:
     from ..engine import Engine
 
     return Engine(args.root, progress=args.progress)

@@ -25,7 +25,10 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only: the engine (and pygit2) load on first use
+    from ..engine import Engine
 
 FORWARDED = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, n))
 _SI_KERNEL = 0x80  # si_code of a signal the kernel (e.g. the terminal driver) generated
@@ -101,7 +104,7 @@ def _start_watcher(engine):
     if not watch_enabled():  # TC_WATCH=off: only the drift at exit
         return None
 
-    def engine_factory(root):
+    def engine_factory(root) -> Engine:
         from ..engine import Engine
 
         return Engine(root, agent="tc-run")

@@ -3,7 +3,6 @@ linked to it, the notes; validity of incoming names; compare-and-swap updates.""
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import cast
 
@@ -14,13 +13,6 @@ from ..refs import CHECKPOINTS_PREFIX, MILESTONES_PREFIX, NOTES_REF, SESSIONS_PR
 from ..timeline import TASK_ID_RE, Timeline, head_ref
 
 HEX40 = re.compile(r"\b[0-9a-f]{40}\b")
-OFF = ("off", "0", "false", "no")
-
-
-def env_off(var: str) -> bool:
-    return os.environ.get(var, "on").strip().lower() in OFF
-
-
 def as_oid(x) -> pygit2.Oid:
     return x if isinstance(x, pygit2.Oid) else pygit2.Oid(hex=str(x))
 

@@ -138,24 +138,24 @@ def push(store: Store, remote: str | None = None) -> dict:
             "up_to_date": len(ours) - len(to_push) - len(behind) - len(conflicts)}
 
 
-def pull(store: Store, remote: str | None = None, verify: bool = True) -> dict:
+def pull(store: Store, remote: str | None = None, verify: bool = True, mirror_git: bool = True) -> dict:
     """Fetch every task/session/milestone ref and the notes from a git remote and integrate them:
     new refs are created, fast-forwards applied, diverged notes merged, other divergence reported.
-    Moved tasks are mirrored into the user's repository (`verify`: see userrepo.mirror)."""
+    Moved tasks are mirrored into the user's repository (`verify`, `mirror_git`: see userrepo.mirror)."""
     url = resolve_remote(store, remote)
     created_store = False
     if not store.exists:
         store.create()
         created_store = True
     try:
-        return _pull(store, url, created_store, verify)
+        return _pull(store, url, created_store, verify, mirror_git)
     except BadInput:
         if created_store:  # a refused remote writes nothing, not even the store this pull made
             shutil.rmtree(store.path, ignore_errors=True)
         raise
 
 
-def _pull(store: Store, url: str, created_store: bool, verify: bool) -> dict:
+def _pull(store: Store, url: str, created_store: bool, verify: bool, mirror_git: bool) -> dict:
     with store.lock():
         repo = store.repo
         r = repo.remotes.create_anonymous(url)
@@ -190,7 +190,7 @@ def _pull(store: Store, url: str, created_store: bool, verify: bool) -> dict:
         active = store.active_task()
         moved_tasks = [n for n in report["created"] + report["fast_forwarded"] if task_of_ref(n)]
         git = mirror(store, lambda repo: {n: ref_target(repo, n) for n in moved_tasks + [NOTES_REF]
-                                          if ref_target(repo, n) is not None}, None, verify) if moved_tasks else None
+                                          if ref_target(repo, n) is not None}, None, verify, mirror_git) if moved_tasks else None
     moved = bool(active and head_ref(active) in report["fast_forwarded"])
     return {"remote": url, "ok": not report["conflicts"], **report, "notes": notes_state or "unchanged",
             "store_created": created_store, "active_task_moved": moved, "git": git,

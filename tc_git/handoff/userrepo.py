@@ -12,7 +12,7 @@ from .. import gitguard, packs
 from ..refs import NOTES_REF
 from ..store import Store
 from .notes import merge_notes
-from .refsel import cas_update, env_off, ref_target, relation, task_refs
+from .refsel import cas_update, ref_target, relation, task_refs
 
 
 def user_gitdir(store: Store) -> Path | None:
@@ -69,18 +69,19 @@ def sync_into_repo(src: pygit2.Repository, gitdir: Path, refs: dict[str, pygit2.
     return {"objects": count, "updated": sorted(updates), "skipped": skipped, "notes": notes_state}
 
 
-def mirror_task(store: Store, task_id: str, label: str | None, verify: bool = True) -> dict:
+def mirror_task(store: Store, task_id: str, label: str | None, verify: bool = True, enabled: bool = True) -> dict:
     """Mirror a task (its head, milestones and the notes) into the user's repository. Never raises."""
-    return mirror(store, lambda repo: task_refs(repo, task_id, milestones_only=True), label, verify)
+    return mirror(store, lambda repo: task_refs(repo, task_id, milestones_only=True), label, verify, enabled)
 
 
-def mirror(store: Store, pick, label: str | None, verify: bool = True) -> dict:
+def mirror(store: Store, pick, label: str | None, verify: bool = True, enabled: bool = True) -> dict:
     """Copy the refs `pick(store_repo)` names into the user's repository. Never raises.
 
     `verify`: fingerprint the user's git directory before and after (what must not change there,
-    gitguard.py); False when the caller already watches it as a whole (Engine._watch_user_git)."""
+    gitguard.py); False when the caller already watches it as a whole (Engine._watch_user_git) or
+    the user switched it off. `enabled`: False (TC_GIT=off, read by the engine) mirrors nothing."""
     out: dict[str, Any] = {"ok": False, "ref": None, "reason": None, "unchanged": None}
-    if env_off("TC_GIT"):
+    if not enabled:
         out["reason"] = "TC_GIT=off"
         return out
     before = None
@@ -90,7 +91,7 @@ def mirror(store: Store, pick, label: str | None, verify: bool = True) -> dict:
         if gitdir is None:
             out["reason"] = "not a git repo"
             return out
-        before = gitguard.fingerprint(gitdir) if verify and not env_off("TC_GIT_VERIFY") else None
+        before = gitguard.fingerprint(gitdir) if verify else None
         res = sync_into_repo(store.repo, gitdir, pick(store.repo))
         out.update(ok=not res["skipped"], ref=label, objects=res["objects"])
         if res["skipped"]:
