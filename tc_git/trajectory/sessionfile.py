@@ -78,6 +78,7 @@ def claude_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
     lines: list[dict] = []
     written: set[str] = set()
     prev: str | None = None
+    run_id: str | None = None  # the API message id of the current run of assistant lines
     base = {"isSidechain": False, "userType": "external", "cwd": cwd, "sessionId": session_id,
             "version": VERSION}
 
@@ -125,6 +126,13 @@ def claude_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
                                    "content": content, "stop_reason": None}
             if src.get("message_id"):
                 msg["id"] = src["message_id"]
+            elif not src.get("uuid"):
+                # not from a Claude Code line (a Codex rollout, recorded steps): Claude Code merges
+                # the assistant lines of one API message by this id, so lines without one all
+                # became a single message, the answer ahead of its tool calls, and it drops a
+                # message of thinking alone (both seen in the real CLI): one id per assistant run
+                run_id = run_id or "msg_tc" + _uuid.uuid5(_uuid.NAMESPACE_URL, f"tc-git:{first.get('id') or n}").hex
+                msg["id"] = run_id
             line.update(type="assistant", message=msg)
         else:  # user, summary, tool_result, system without subtype (injected context)
             content = []  # (a list of blocks, or the plain text of a prompt)
@@ -151,6 +159,7 @@ def claude_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
                 elif text_rec["kind"] == "system":
                     line["isMeta"] = True
             line.update(type="user", message={"role": "user", "content": content})
+            run_id = None
         lines.append(line)
         written.add(uid)
         prev = uid
