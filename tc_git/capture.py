@@ -18,6 +18,7 @@ import pygit2
 from . import snapshot as snapshot_mod
 from .policy import Policy
 from .refs import EMPTY_TREE
+from .results import ChangedFile, FilesChanged
 from .store import Store
 from .timeline import Entry, Timeline
 
@@ -69,11 +70,11 @@ class Workspace:
         rec.update(fields)
         return {k: v for k, v in rec.items() if v is not None}
 
-    def changed(self, old_tree: pygit2.Tree | None, new_tree: pygit2.Tree) -> dict:
+    def changed(self, old_tree: pygit2.Tree | None, new_tree: pygit2.Tree) -> FilesChanged:
         return files_changed(self.repo, old_tree, new_tree)
 
     def drift(self, tl: Timeline, head: Entry, snap: snapshot_mod.Snapshot, title: str | None = None,
-              **extra: Any) -> tuple[pygit2.Oid, str, dict]:
+              **extra: Any) -> tuple[pygit2.Oid, str, FilesChanged]:
         """Append a drift commit for `snap`: (commit, drift id, its `changed` list)."""
         counters = dict(head.record.get("counters") or {"steps": 0, "drifts": 0})
         counters["drifts"] += 1
@@ -113,17 +114,17 @@ class Workspace:
 
 
 def files_changed(repo: pygit2.Repository, old_tree: pygit2.Tree | None, new_tree: pygit2.Tree,
-                  cap: int = MAX_LIST) -> dict:
+                  cap: int = MAX_LIST) -> FilesChanged:
     """The `changed` list of a note: {count, files: [{path, status}]} from one tree to the next."""
     if old_tree is not None and old_tree.id == new_tree.id:
         return {"count": 0, "files": []}  # libgit2 walks identical trees (~50 ms at 50k files)
     if old_tree is None and EMPTY_TREE in repo:
         old_tree = repo[EMPTY_TREE].peel(pygit2.Tree)
     if old_tree is not None and len(old_tree):  # only the subtrees that differ are walked
-        items = [{"path": p, "status": s} for p, s in snapshot_mod.tree_changes(repo, old_tree, new_tree)]
+        items: list[ChangedFile] = [{"path": p, "status": s} for p, s in snapshot_mod.tree_changes(repo, old_tree, new_tree)]
         return {"count": len(items), "files": items[:cap]}
     diff = new_tree.diff_to_tree(swap=True) if old_tree is None else old_tree.diff_to_tree(new_tree)
-    items = [{"path": d.new_file.path or d.old_file.path, "status": d.status_char()} for d in diff.deltas]
+    items = [ChangedFile(path=d.new_file.path or d.old_file.path, status=d.status_char()) for d in diff.deltas]
     return {"count": len(items), "files": items[:cap]}
 
 

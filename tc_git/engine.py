@@ -11,7 +11,9 @@ import json
 import os
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pygit2
 
@@ -24,6 +26,18 @@ from .capture import MAX_LIST, Workspace
 from .errors import BadInput, Conflict, NotFound, TaskClosed
 from .policy import Policy, validate_excludes
 from .refs import POINTER_FILE
+from .results import (
+    CaptureResult,
+    EntryView,
+    GitInfo,
+    InitResult,
+    RestoreResult,
+    ResumeResult,
+    SaveResult,
+    ShowResult,
+    SwitchResult,
+    TaskInfo,
+)
 from .secrets import redact_fields
 from .store import Store, atomic_write, check_root, locate
 from .timeline import TASK_ID_RE, Entry, Timeline, entry_dict, head_ref, iso, left_out
@@ -83,7 +97,7 @@ class Engine:
 
     # ------------------------------------------------------------------ tasks
     def init(self, name: str, goal: str = "", constraints: str = "", store: str | None = None,
-             exclude=None) -> dict:
+             exclude=None) -> InitResult:
         if not isinstance(name, str) or not name.strip():
             raise BadInput("name is required: a short name for the task")
         name = validate.title(name, "name")
@@ -118,7 +132,7 @@ class Engine:
                      "the workspace deletes it: pass store to keep it elsewhere"),
         }
 
-    def switch(self, task_id: str) -> dict:
+    def switch(self, task_id: str) -> SwitchResult:
         with self.store.lock() if self.store.exists else contextlib.nullcontext():
             tl = self._timeline(task_id)
             if tl.head().kind == "close":
@@ -126,11 +140,11 @@ class Engine:
             self.store.set_active_task(task_id)
         return {"task_id": task_id, "status": "open"}
 
-    def tasks(self) -> list[dict]:
+    def tasks(self) -> list[TaskInfo]:
         if not self.store.exists:
             return []
         active = self.store.active_task()
-        out = []
+        out: list[TaskInfo] = []
         for tid in Timeline.task_ids(self.repo):
             tl = Timeline(self.repo, tid)
             h = tl.head()
@@ -142,7 +156,7 @@ class Engine:
     # ------------------------------------------------------------------ save / capture
     def save(self, title: str, task_id: str | None = None, description: str = "", conclusion: str = "",
              verified=None, open_questions=None, next: str = "", close: bool = False, paths=None,
-             trajectory: str | None = None) -> dict:
+             trajectory: str | None = None) -> SaveResult:
         if not isinstance(title, str) or not title.strip():
             raise BadInput("title is required: one line saying what this step did")
         if paths:
@@ -172,8 +186,8 @@ class Engine:
                       "verified": verified, "open_questions": open_questions, "next": next or ""}
             fields, redacted = redact_fields(fields)  # a credential in a field never becomes an object
             index, oid, idempotent = ws.step(tl, head, snap, fields, trajectory)
-            git = (self._mirror_task(tl.task_id, tl.ref) if not idempotent else
-                   {"ok": False, "ref": None, "reason": "no new step", "unchanged": None})
+            git: GitInfo = (self._mirror_task(tl.task_id, tl.ref) if not idempotent else
+                            {"ok": False, "ref": None, "reason": "no new step", "unchanged": None})
             if close:
                 ws.close(tl, snap.tree, index)
             status = "closed" if close else "open"
@@ -186,7 +200,7 @@ class Engine:
             "unstable": snap.unstable[:MAX_LIST],
         }
 
-    def _mirror_task(self, task_id: str, label: str | None) -> dict:
+    def _mirror_task(self, task_id: str, label: str | None) -> GitInfo:
         """Export the task's refs into the user's repository (handoff layer), if there is one."""
         from .handoff import userrepo  # lazy: most calls never export
 
@@ -196,7 +210,7 @@ class Engine:
                                     enabled=not _env_off("TC_GIT"))
 
     def capture(self, partial: bool = False, title: str | None = None, tool_call: dict | None = None,
-                paths=None) -> dict:
+                paths=None) -> CaptureResult:
         """Record unsaved changes as a drift (`tool_call` links it to the agent's tool call).
         `paths` (workspace-relative): refresh only those, e.g. the files an Edit tool wrote."""
         if paths is not None:
@@ -213,22 +227,24 @@ class Engine:
             snap = ws.snapshot(head.record.get("task", {}), paths=paths)
             if snap.partial:  # what the refresh did not look at is as the last record found it
                 snapshot_mod.carry_forward(snap, head.record.get("files") or {}, paths)
-            base = {"partial": bool(partial), "waiting": False, "skipped_paths": capture_mod.skipped(snap),
-                    "unstable": snap.unstable[:MAX_LIST]}  # kept at their last version: never held still
+            out: CaptureResult = {"captured": False, "drift_id": None, "reads": 0, "commit": None,
+                                  "partial": bool(partial), "waiting": False, "skipped_paths": capture_mod.skipped(snap),
+                                  "unstable": snap.unstable[:MAX_LIST]}  # kept at their last version: never held still
             if self.repo[head.oid].peel(pygit2.Commit).tree_id == snap.tree:
-                return {"captured": False, "drift_id": None, "reads": 0, "commit": None, **base}
+                return out
             extra = {"tool_call": tool_call} if tool_call else {}
             oid, drift_id, changed = ws.drift(tl, head, snap, title=title, partial=partial, **extra)
             resume_mod.cache_handoff(ws, tl, snap)
-        return {"captured": True, "drift_id": drift_id, "reads": changed["count"], "commit": str(oid),
-                "files": changed, **base}
+        out["captured"], out["drift_id"], out["reads"], out["commit"] = True, drift_id, changed["count"], str(oid)
+        out["files"] = changed
+        return out
 
     # ------------------------------------------------------------------ read side
-    def resume(self, task_id: str | None = None, lang: str = "en") -> dict:
+    def resume(self, task_id: str | None = None, lang: str = "en") -> ResumeResult:
         return resume_mod.resume_info(self._ws(), self._timeline(task_id), lang)
 
     def show(self, task_id: str | None = None, index: int | None = None, include_drift: bool = False,
-             limit: int = 50, cursor: int | None = None) -> dict:
+             limit: int = 50, cursor: int | None = None) -> ShowResult:
         validate.boolean(include_drift, "include_drift")
         validate.integer(index, "index", lo=1, none_ok=True)
         validate.integer(cursor, "cursor", lo=0, none_ok=True)
@@ -259,7 +275,7 @@ class Engine:
             "next_cursor": page[-1].step if more and page else None,
         }
 
-    def log(self, task_id: str | None = None, limit: int = 50) -> list[dict]:
+    def log(self, task_id: str | None = None, limit: int = 50) -> list[EntryView]:
         tl = self._timeline(task_id)
         out = []
         for e in tl.walk():
@@ -287,7 +303,7 @@ class Engine:
     # ------------------------------------------------------------------ restore
     def restore(self, index: int | None = None, drift_id: str | None = None, apply: bool = False,
                 limit: int = MAX_LIST, paths=None, undo: bool = False, _undo_of: str | None = None,
-                at: str | None = None) -> dict:
+                at: str | None = None) -> RestoreResult:
         """Preview (or apply) bringing the workspace back to a step or drift; `paths` limits the
         change to those files or directories (the restore point still records everything).
         `undo=True` (nothing else named) reverses the last applied restore instead: see `undo`.
@@ -333,7 +349,7 @@ class Engine:
             out["check"] = check
         return out
 
-    def undo(self, apply: bool = False, limit: int = MAX_LIST) -> dict:
+    def undo(self, apply: bool = False, limit: int = MAX_LIST) -> RestoreResult:
         """Reverse the most recent applied restore (or import) of the active task: a restore to
         its restore point, over the same paths. An undo is itself a restore, so a second undo
         returns to where the first one started."""
@@ -411,7 +427,7 @@ class Engine:
                              "restore": round(time.perf_counter() - t2, 3)}
         return result
 
-    def _restore_imported(self, task_id: str, apply: bool | None, **kw) -> dict | None:
+    def _restore_imported(self, task_id: str, apply: bool | None, **kw) -> Mapping[str, Any] | None:
         """Preview (or apply) a restore of the workspace to the imported head; `apply=None`:
         write when that overwrites and deletes nothing (`auto` says which happened)."""
         from .handoff import bundles
@@ -607,7 +623,7 @@ class Engine:
             raise BadInput("paths select what restore_code brings back: pass restore_code too")
         return out
 
-    def restore_commit(self, commit: str, apply: bool = False, paths=None) -> dict:
+    def restore_commit(self, commit: str, apply: bool = False, paths=None) -> RestoreResult:
         """Restore to a commit of the active task's timeline, named by its id."""
         tl = self._timeline()
         for e in tl.walk():
@@ -750,7 +766,7 @@ class Engine:
         return out[::-1]
 
     def show_point(self, point: str, task_id: str | None = None, include_drift: bool = False,
-                   limit: int = 50, cursor: int | None = None) -> dict:
+                   limit: int = 50, cursor: int | None = None) -> ShowResult:
         """`show` for any point of a task (a step, drift, restore or commit prefix: ids.py's
         grammar); a step shows its page as `show` does."""
         validate.title(point, "point")

@@ -21,6 +21,7 @@ from pygit2.enums import FileMode
 from . import pathsafe, wsfs
 from .capture import MAX_LIST, Workspace, skipped
 from .errors import BadInput, NotFound
+from .results import PlanView, RestoreCheck, RestoreResult
 from .snapshot import Snapshot, tree_deltas
 from .timeline import Entry, Timeline, left_out
 
@@ -46,18 +47,18 @@ class Plan:
                        key=lambda x: x["path"])
         return {"count": len(items), "files": items if cap is None else items[:cap]}
 
-    def as_dict(self, limit: int | None = None) -> dict:
+    def as_dict(self, limit: int | None = None) -> PlanView:
         def cap(items):
             return items if limit is None else items[:limit]
 
-        out = {
+        return {
             "to_delete": cap(list(self.to_delete)),
             "to_write": cap([p for p, _o, _m in self.to_write]),
             "to_replace": cap([p for p, _o, _m in self.to_replace]),
             "unrestorable": cap(list(self.unrestorable)),
+            "counts": {"to_delete": len(self.to_delete), "to_write": len(self.to_write),
+                       "to_replace": len(self.to_replace), "unrestorable": len(self.unrestorable)},
         }
-        out["counts"] = {k: len(getattr(self, k)) for k in ("to_delete", "to_write", "to_replace", "unrestorable")}
-        return out
 
 
 MAX_SELECTION = 1000  # paths in one selective restore
@@ -339,7 +340,7 @@ def carry_left(after, pre, paths) -> None:
 
 
 def check_restored(repo: pygit2.Repository, sel, pre_tree, after_tree, target_tree, plan: Plan, failed,
-                   cap: int) -> dict:
+                   cap: int) -> RestoreCheck:
     """After a selective restore: nothing outside the selection moved (else something else
     wrote meanwhile) and the selection now equals the target (except what was reported)."""
     def paths(a, b):
@@ -361,7 +362,7 @@ def title(target_id: str, sel, undo_of: str | None) -> str:
 
 
 def preview(ws: Workspace, tl: Timeline, target: Entry, snap: Snapshot, sel: list[str] | None,
-            undo_of: str | None, limit: int) -> tuple[dict, Plan]:
+            undo_of: str | None, limit: int) -> tuple[RestoreResult, Plan]:
     """The restore's result before anything is written, and its plan."""
     repo = ws.repo
     left = [x.path for x in snap.left] + list(snap.nested)
@@ -370,7 +371,7 @@ def preview(ws: Workspace, tl: Timeline, target: Entry, snap: Snapshot, sel: lis
     if sel and not undo_of:  # an undo's paths are its restore's, even where that restore wrote nothing
         check_selection(sel, pre_tree, target_tree, target.id, left, ws.store.workspace)
     plan = plan_for(repo, pre_tree, target_tree, left, sel, target.id, ws.store.path)
-    out = {"applied": False, "recovered": None, "target": target.id, "target_commit": str(target.oid),
+    out: RestoreResult = {"applied": False, "recovered": None, "target": target.id, "target_commit": str(target.oid),
            "plan": plan.as_dict(limit), "skipped_paths": skipped(snap), "paths": sel,
            "not_in_target": left_out(tl.record(target.oid), limit),
            "unstable": snap.unstable[:MAX_LIST]}

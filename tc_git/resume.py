@@ -13,6 +13,7 @@ from .capture import MAX_LIST, Workspace, last_step
 from .jsonsafe import one_line, path_out, text_out
 from .refs import MILESTONES_PREFIX
 from .restore import RestoreJournal
+from .results import DriftStamp, ResumeResult
 from .timeline import Entry, Timeline, iso, left_out, status
 
 LABELS = {
@@ -87,7 +88,7 @@ def handoff_text(info: dict, lang: str = "en") -> str:
 
 # ---------------------------------------------------------------------------- the state
 def resume_info(ws: Workspace, tl: Timeline, lang: str = "en",
-                unsaved: tuple[list[str], int] | None = None) -> dict:
+                unsaved: tuple[list[str], int] | None = None) -> ResumeResult:
     """The task's state for a new session, `handoff` (the text) included. `unsaved`: what differs
     from the head, when the caller knows it (right after a snapshot); else the workspace is read."""
     repo = ws.repo
@@ -125,7 +126,8 @@ def resume_info(ws: Workspace, tl: Timeline, lang: str = "en",
     if interrupted:
         warnings.append(interrupted)
     active = ws.store.active_task()
-    info = {
+    drifts: list[DriftStamp] = [{"id": e.drift, "timestamp": iso(e.time)} for e in reversed(since)]
+    info: ResumeResult = {
         "task_id": tl.task_id, "name": task.get("name", ""), "status": status(tl, head, active),
         "goal": task.get("goal", ""), "constraints": task.get("constraints", ""), "head": head.step,
         "last": {"title": lr.get("title", ""), "conclusion": lr.get("conclusion", ""),
@@ -134,14 +136,13 @@ def resume_info(ws: Workspace, tl: Timeline, lang: str = "en",
         "next": lr.get("next", ""), "store": str(ws.store.path),
         "active_task": active, "skipped": sorted(left)[:MAX_LIST],
         "left_out": left_out(head.record),
-        "health": {"ok": not warnings, "errors": warnings}, "warnings": warnings,
+        "health": {"ok": not warnings, "errors": warnings},
         "milestone": latest_milestone(repo, tl.task_id),
-        "drifts_since": [{"id": e.drift, "timestamp": iso(e.time)} for e in reversed(since)][-MAX_LIST:],
+        "drifts_since": drifts[-MAX_LIST:],
         "drifts_since_total": len(since),
-        "commit": str(head.oid),
+        "commit": str(head.oid), "handoff": "",
     }
-    info["handoff"] = handoff_text(info, lang if lang in ("en", "zh") else "en")
-    info.pop("warnings")
+    info["handoff"] = handoff_text({**info, "warnings": warnings}, lang if lang in ("en", "zh") else "en")
     return info
 
 

@@ -19,6 +19,7 @@ import pygit2
 
 from .errors import Conflict, NotFound
 from .refs import NOTES_REF, TASKS_PREFIX, task_ref
+from .results import EntryView, LeftOut
 from .secrets import redact_obj
 from .store import IDENTITY
 
@@ -316,31 +317,30 @@ def status(tl: Timeline, head: Entry, active: str | None) -> str:
     return "open" if active == tl.task_id else "suspended"
 
 
-def left_out(record: dict, cap: int = 200) -> list[dict]:
+def left_out(record: dict, cap: int = 200) -> list[LeftOut]:
     """Files a commit's snapshot does not hold, and why (from its note): the receiving side of an
     export, an import or a restore must supply them itself."""
     files = record.get("files") or {}
-    out = [{"path": x.get("path"), "why": x.get("why"), "reason": x.get("reason", "")}
-           for x in files.get("left", [])]
+    out: list[LeftOut] = [{"path": x.get("path"), "why": x.get("why"), "reason": x.get("reason", "")}
+                          for x in files.get("left", [])]
     out += [{"path": n.get("path"), "why": "nested", "reason": "nested repository (recorded, not stored)"}
             for n in files.get("nested", [])]
     return out[:cap]
 
 
-def entry_dict(tl: Timeline, e: Entry) -> dict:
+def entry_dict(tl: Timeline, e: Entry) -> EntryView:
     """One commit of the timeline as `show` and `log` list it."""
     r = e.record or tl.record(e.oid)
-    d = {"index": e.step, "id": e.id, "kind": e.kind, "title": r.get("title", e.title),
-         "timestamp": iso(e.time), "commit": str(e.oid)}
+    ch = r.get("changed") or {}
+    d: EntryView = {"index": e.step, "id": e.id, "kind": e.kind, "title": r.get("title", e.title),
+                    "timestamp": iso(e.time), "commit": str(e.oid), "files_changed": ch.get("count", 0)}
     if e.kind == "step":
-        d.update({k: r.get(k, [] if k in ("verified", "open_questions") else "")
-                  for k in ("description", "conclusion", "verified", "open_questions", "next")})
+        d["description"], d["conclusion"], d["next"] = r.get("description", ""), r.get("conclusion", ""), r.get("next", "")
+        d["verified"], d["open_questions"] = r.get("verified", []), r.get("open_questions", [])
     else:
         d["drift_id"] = e.drift
         d["partial"] = bool(r.get("partial"))
         d["restore_point"] = bool(r.get("restore_point"))
         if r.get("target"):
             d["target"] = r["target"]
-    ch = r.get("changed") or {}
-    d["files_changed"] = ch.get("count", 0)
     return d

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import BadInput
+from ..results import EntryView, RestoreResult, SaveResult
 from .common import ID_HELP, engine_for, prog, task_arg, workspace_paths
 
 TASK_HELP = "task id, a unique prefix of it, or the task's name (default: the active task)"
@@ -99,7 +102,7 @@ def setup(sub) -> None:
         sub.choices[name].set_defaults(func=run, human=lambda r, name=name: human(name, r))
 
 
-def run(args) -> dict:
+def run(args) -> Mapping[str, Any]:
     c = args.cmd
     if c == "demo":
         from .demo import run_demo
@@ -162,7 +165,7 @@ def listing(items, limit: int = 10, indent: str = "  ", total: int | None = None
     return out
 
 
-def _left_out(r: dict) -> list[str]:
+def _left_out(r: Mapping[str, Any]) -> list[str]:
     """Files kept out of the store: the new ones named (once: the engine says which are new in
     `newly_left_out`), the others counted."""
     every = r.get("skipped_paths") or []
@@ -178,7 +181,7 @@ def _left_out(r: dict) -> list[str]:
     return lines
 
 
-def _h_save(r: dict) -> str:
+def _h_save(r: SaveResult) -> str:
     if r["idempotent"]:
         s = f"step {r['index']} unchanged (same title, fields and files)"
     else:
@@ -188,10 +191,11 @@ def _h_save(r: dict) -> str:
     return "\n".join([s] + _left_out(r))
 
 
-def _h_restore(r: dict) -> str:
+def _h_restore(r: RestoreResult) -> str:
     p = r["plan"]
     target = r["target"]
-    what = target + (f" ({', '.join(r['paths'])})" if r.get("paths") else "")
+    sel = r["paths"]
+    what = target + (f" ({', '.join(sel)})" if sel else "")
     c = p.get("counts") or {k: len(p[k]) for k in ("to_write", "to_replace", "to_delete")}
     n = c["to_write"] + c["to_replace"] + c["to_delete"]
     rid = f" ({r['restore_id']})" if r.get("restore_id") else ""
@@ -205,15 +209,15 @@ def _h_restore(r: dict) -> str:
     elif r["applied"]:
         head = f"restored {what}{rid}; undo with: {prog()} undo"
     elif n:
-        path_args = "".join(f" --path {x}" for x in r.get("paths") or [])
+        path_args = "".join(f" --path {x}" for x in sel or [])
         head = (f"restore to {what} would change {plural(n, 'file')} (nothing written yet; "
                 f"run `{prog()} restore {target}{path_args} --apply`)")
     else:
         head = f"the workspace already matches {what}"
     lines = [head]
     rows = []
-    for k, label in (("to_write", "create"), ("to_replace", "replace"), ("to_delete", "delete")):
-        rows += [f"{label:<8} {path}" for path in p[k]]
+    for paths, label in ((p["to_write"], "create"), (p["to_replace"], "replace"), (p["to_delete"], "delete")):
+        rows += [f"{label:<8} {path}" for path in paths]
     rows += [f"keep     {u['path']} ({u['reason']})" for u in p["unrestorable"]]
     lines += listing(rows, limit=20, total=n + len(p["unrestorable"]))
     for f in r.get("failed") or []:
@@ -237,13 +241,14 @@ def _h_log(r: dict) -> str:
                      f"{e['kind']:<7} {_log_title(e)}" for e in r["entries"])
 
 
-def _log_title(e: dict) -> str:
+def _log_title(e: EntryView) -> str:
     if e["kind"] == "restore" and isinstance(e.get("target"), dict):
         return f"to {e['target'].get('id')}"
     return e["title"]
 
 
-def human(cmd: str, r: dict) -> str:
+def human(cmd: str, r: Any) -> str:
+    """The human output of core command `cmd` for `r`, what `run` returned for it (see results.py)."""
     if cmd == "init":
         s = f"started task {r['task_id']}: {r['name']}\n  store: {r['store']}"
         if r.get("prev_suspended"):

@@ -84,31 +84,31 @@ def run_demo(keep: bool = False) -> dict:
         say()
         say("1. The code timeline: each step the agent saves is a git commit of the workspace")
         e = Engine(ws)
-        r = e.init("add tax to total()", goal="total() takes an optional tax rate; tests cover it",
-                   constraints="keep the public signature backwards compatible")
-        task = r["task_id"]
+        ti = e.init("add tax to total()", goal="total() takes an optional tax rate; tests cover it",
+                    constraints="keep the public signature backwards compatible")
+        task = ti["task_id"]
         cmd('init "add tax to total()"', f"task {task}")
         (ws / "app.py").write_text(APP_V2)
-        r = e.save("tax parameter", conclusion="total() accepts tax and rounds to cents",
+        s = e.save("tax parameter", conclusion="total() accepts tax and rounds to cents",
                    verified=["total([10], tax=0.2) == 12.0"], next="write the test")
-        cmd('save "tax parameter"', f"step {r['index']}: {_changed(e, r['index'])}")
+        cmd('save "tax parameter"', f"step {s['index']}: {_changed(e, s['index'])}")
         (ws / "test_app.py").write_text(TEST)
-        r = e.save("test for tax", conclusion="test_app.py covers the default and a 20% rate", next="update README")
-        cmd('save "test for tax"', f"step {r['index']}: {_changed(e, r['index'])}")
+        s = e.save("test for tax", conclusion="test_app.py covers the default and a 20% rate", next="update README")
+        cmd('save "test for tax"', f"step {s['index']}: {_changed(e, s['index'])}")
         say()
 
         say("2. A change goes wrong and is never saved: look, go back, change your mind")
         (ws / "app.py").write_text("def total(prices):\n    raise NotImplementedError  # oops\n")
         (ws / "scratch.txt").write_text("notes made after the last save\n")
         say("     (app.py gets broken and scratch.txt appears)")
-        r = e.restore(index=2)
-        p = r["plan"]
+        rs = e.restore(index=2)
+        p = rs["plan"]
         what = ", ".join([f"replace {x}" for x in p["to_replace"]] + [f"delete {x}" for x in p["to_delete"]])
         cmd("restore 2", f"preview: would {what}")
-        r = e.restore(index=2, apply=True)
+        rs = e.restore(index=2, apply=True)
         good = (ws / "app.py").read_text() == APP_V2 and not (ws / "scratch.txt").exists()
         cmd("restore 2 --apply", f"app.py is step 2 again{'' if good else ' (NOT: a bug)'}; the broken "
-                                 f"state is kept as {r['recovered']}")
+                                 f"state is kept as {rs['recovered']}")
         e.undo(apply=True)
         back = "NotImplementedError" in (ws / "app.py").read_text() and (ws / "scratch.txt").exists()
         cmd("undo", "the broken app.py and scratch.txt are back" if back else "undo did not bring them back (a bug)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,7 @@ def _write_handoff(dest: Path, task_id: str, data: bytes) -> tuple[Path, str | N
     raise BadInput(f"too many handoff files next to {dest}: clean up {dest.parent}")
 
 
-def handoff_markdown(info: dict, bundle: Path, refs: dict, incremental: bool) -> str:
+def handoff_markdown(info: Mapping[str, Any], bundle: Path, refs: dict, incremental: bool) -> str:
     name = bundle.name
     lines = [
         f"# Handoff: {info.get('name') or info['task_id']}", "",
@@ -109,7 +110,7 @@ def handoff_markdown(info: dict, bundle: Path, refs: dict, incremental: bool) ->
     return redact_text("\n".join(lines))  # names and reasons pass the secrets engine too
 
 
-def export(store: Store, task_id: str, info: dict, to, since=None) -> dict:
+def export(store: Store, task_id: str, info: Mapping[str, Any], to, since=None) -> dict:
     """Write `<task>.bundle` (v2) of the task's refs and HANDOFF.md (from `info`, the task's
     resume) next to it; `since`: a bundle the receiver has, so this one is incremental."""
     dest = _bundle_path(to, task_id)
@@ -291,7 +292,7 @@ def _plan_refs(q, store: Store, incoming: dict[str, str], rename, merge) -> tupl
     return plan, report
 
 
-def auto_restore(preview: dict) -> tuple[dict | None, list | None, str]:
+def auto_restore(preview: Mapping[str, Any]) -> tuple[dict | None, list | None, str]:
     """For an import with apply=None (MCP's default, what the seed's users expect), from the
     preview of the restore to the imported head: `(result, None, "")` when nothing is written
     (the preview as a normal one, `auto` and a note saying why), else `(None, paths, note)`:

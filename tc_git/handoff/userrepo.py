@@ -4,12 +4,12 @@ everything else in its git directory taken before and after to prove nothing els
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pygit2
 
 from .. import gitguard, packs
 from ..refs import NOTES_REF
+from ..results import GitInfo
 from ..store import Store
 from .notes import merge_notes
 from .refsel import cas_update, ref_target, relation, task_refs
@@ -69,18 +69,18 @@ def sync_into_repo(src: pygit2.Repository, gitdir: Path, refs: dict[str, pygit2.
     return {"objects": count, "updated": sorted(updates), "skipped": skipped, "notes": notes_state}
 
 
-def mirror_task(store: Store, task_id: str, label: str | None, verify: bool = True, enabled: bool = True) -> dict:
+def mirror_task(store: Store, task_id: str, label: str | None, verify: bool = True, enabled: bool = True) -> GitInfo:
     """Mirror a task (its head, milestones and the notes) into the user's repository. Never raises."""
     return mirror(store, lambda repo: task_refs(repo, task_id, milestones_only=True), label, verify, enabled)
 
 
-def mirror(store: Store, pick, label: str | None, verify: bool = True, enabled: bool = True) -> dict:
+def mirror(store: Store, pick, label: str | None, verify: bool = True, enabled: bool = True) -> GitInfo:
     """Copy the refs `pick(store_repo)` names into the user's repository. Never raises.
 
     `verify`: fingerprint the user's git directory before and after (what must not change there,
     gitguard.py); False when the caller already watches it as a whole (Engine._watch_user_git) or
     the user switched it off. `enabled`: False (TC_GIT=off, read by the engine) mirrors nothing."""
-    out: dict[str, Any] = {"ok": False, "ref": None, "reason": None, "unchanged": None}
+    out: GitInfo = {"ok": False, "ref": None, "reason": None, "unchanged": None}
     if not enabled:
         out["reason"] = "TC_GIT=off"
         return out
@@ -93,11 +93,11 @@ def mirror(store: Store, pick, label: str | None, verify: bool = True, enabled: 
             return out
         before = gitguard.fingerprint(gitdir) if verify else None
         res = sync_into_repo(store.repo, gitdir, pick(store.repo))
-        out.update(ok=not res["skipped"], ref=label, objects=res["objects"])
+        out["ok"], out["ref"], out["objects"] = not res["skipped"], label, res["objects"]
         if res["skipped"]:
             out["error"] = "; ".join(f"{k}: {v}" for k, v in res["skipped"].items())
     except Exception as e:  # the operation stands whatever happens here
-        out.update(ok=False, error=f"{type(e).__name__}: {e}")
+        out["ok"], out["error"] = False, f"{type(e).__name__}: {e}"
     if before is not None:
         try:
             changed = gitguard.diff(before, gitguard.fingerprint(gitdir))

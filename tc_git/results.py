@@ -1,0 +1,221 @@
+"""What the engine's task operations return, as typed dicts: one shape per result, shared by the
+CLI (its human output reads these keys) and the MCP adapter (mcp_models.py declares the same
+keys to MCP clients; tests/test_results.py checks the two agree). Standard library only.
+
+The names are the seed's (task-checkpoint-mcp), so agents written for it keep working; a rename
+for MCP only (`tc_restore`'s `index`/`drift_id`) lives in the MCP adapter, never here. Keys a
+result carries only sometimes are `NotRequired`. No `from __future__ import annotations` here:
+TypedDict reads NotRequired only from evaluated annotations (tests/test_results.py checks it).
+"""
+from typing import Any, NotRequired, TypedDict
+
+
+class GitWatch(TypedDict):
+    """Whether the user's git directory stayed as it was over the whole call (gitguard.py; None:
+    not checked), and what moved if not."""
+
+    unchanged: bool | None
+    changed: NotRequired[Any]
+
+
+class GitInfo(GitWatch):
+    """The mirror of the task's refs into the user's repository (handoff/userrepo.py)."""
+
+    ok: bool
+    ref: str | None
+    reason: str | None
+    objects: NotRequired[int]
+    error: NotRequired[str]
+
+
+class ChangedFile(TypedDict):
+    path: str
+    status: str  # git's status letter
+
+
+class FilesChanged(TypedDict):
+    count: int
+    files: list[ChangedFile]  # capped; `count` is the total
+
+
+class LeftOut(TypedDict):
+    path: str | None
+    why: str | None
+    reason: str
+
+
+class InitResult(TypedDict):
+    task_id: str
+    name: str
+    store: str
+    store_is_external: bool
+    prev_suspended: str | None
+    exclude: list[str] | None
+    redacted: list[dict[str, Any]]  # [{field, rules}]: credentials replaced before they were stored
+    note: str
+
+
+class SaveResult(TypedDict):
+    task_id: str
+    index: int  # the step number
+    title: str
+    commit: str
+    groups: list[dict[str, Any]]
+    skipped_paths: list[str]
+    idempotent: bool
+    closed: bool
+    status: str
+    active_task_changed: bool
+    git: GitInfo
+    changed: int  # index entries the snapshot added, updated or removed
+    redacted: list[dict[str, Any]]
+    newly_left_out: list[str]
+    unstable: list[str]
+
+
+class CaptureResult(TypedDict):
+    captured: bool
+    drift_id: str | None
+    reads: int
+    commit: str | None
+    partial: bool
+    waiting: bool
+    skipped_paths: list[str]
+    unstable: list[str]
+    files: NotRequired[FilesChanged]
+
+
+class LastStep(TypedDict):
+    title: str
+    conclusion: str
+    description: str
+    next: str
+
+
+class Health(TypedDict):
+    ok: bool
+    errors: list[str]
+
+
+class DriftStamp(TypedDict):
+    id: str | None
+    timestamp: str
+
+
+class ResumeResult(TypedDict):
+    task_id: str
+    name: str
+    status: str
+    goal: str
+    constraints: str
+    head: int
+    last: LastStep
+    open_questions: list[str]
+    drift_paths: list[str]
+    drift_total: int
+    next: str
+    store: str
+    active_task: str | None
+    skipped: list[str]
+    left_out: list[LeftOut]
+    health: Health
+    milestone: str | None
+    drifts_since: list[DriftStamp]
+    drifts_since_total: int
+    commit: str
+    handoff: str
+
+
+class EntryView(TypedDict):
+    """One commit of a task's timeline as `show` and `log` list it (timeline.entry_dict)."""
+
+    index: int
+    id: str
+    kind: str
+    title: str
+    timestamp: str
+    commit: str
+    files_changed: int
+    description: NotRequired[str]  # the five step fields: steps only
+    conclusion: NotRequired[str]
+    verified: NotRequired[list[str]]
+    open_questions: NotRequired[list[str]]
+    next: NotRequired[str]
+    drift_id: NotRequired[str | None]  # the rest: every other kind
+    partial: NotRequired[bool]
+    restore_point: NotRequired[bool]
+    target: NotRequired[dict[str, Any]]
+
+
+class ShowResult(TypedDict):
+    task_id: str
+    status: str
+    head: int
+    steps: list[EntryView]
+    drifts: list[EntryView]
+    next_cursor: int | None
+    drifts_omitted: NotRequired[int]
+
+
+class TaskInfo(TypedDict):
+    task_id: str
+    name: str
+    status: str
+    head: int
+    active: bool
+    updated: str
+
+
+class SwitchResult(TypedDict):
+    task_id: str
+    status: str
+
+
+class PlanCounts(TypedDict):
+    to_delete: int
+    to_write: int
+    to_replace: int
+    unrestorable: int
+
+
+class PathReason(TypedDict):
+    path: str
+    reason: str
+
+
+class PlanView(TypedDict):
+    to_delete: list[str]
+    to_write: list[str]
+    to_replace: list[str]
+    unrestorable: list[dict[str, Any]]
+    counts: PlanCounts
+
+
+class RestoreCheck(TypedDict):
+    ok: bool
+    outside_changed: list[str]
+    outside_changed_count: int
+    differs_from_target: list[str]
+
+
+class UndoPoint(TypedDict):
+    drift_id: str
+
+
+class RestoreResult(TypedDict):
+    applied: bool
+    recovered: str | None  # the restore point an undo returns to (None in a preview)
+    target: str
+    target_commit: str
+    plan: PlanView
+    skipped_paths: list[str]
+    paths: list[str] | None
+    not_in_target: list[LeftOut]
+    unstable: list[str]
+    undo_of: NotRequired[str]
+    undo: NotRequired[UndoPoint]  # applied only, from here on
+    commit: NotRequired[str]
+    failed: NotRequired[list[PathReason]]
+    restore_id: NotRequired[str]
+    check: NotRequired[RestoreCheck]
+    git: NotRequired[GitWatch]  # restore and undo: the user's git directory was left alone

@@ -1,0 +1,138 @@
+"""The engine's results against their declared shapes (tc_git/results.py), and the MCP adapter's
+output models (mcp_models.py) against the same declarations.
+
+Real engine calls in a real git repository (so the user-repo mirror and its `git` report run too):
+every key a result carries is declared, every required key is there, nested typed dicts included.
+"""
+from __future__ import annotations
+
+import subprocess
+from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
+
+import pytest
+
+from tc_git import mcp_models, results
+from tc_git.engine import Engine
+
+# MCP tool -> the engine method it calls (mcp_server.py); the tools whose result is a typed dict
+TOOLS = {"tc_init": "init", "tc_save": "save", "tc_resume": "resume", "tc_show": "show",
+         "tc_restore": "restore", "tc_capture": "capture", "tc_switch": "switch"}
+
+
+def _unwrap(fn):
+    while hasattr(fn, "__wrapped__"):
+        fn = fn.__wrapped__
+    return fn
+
+
+def _returns(method: str):
+    return get_type_hints(_unwrap(getattr(Engine, method)))["return"]
+
+
+def _typed_dicts(tp) -> list:
+    """The typed dicts `tp` is or holds (list[X], X | None)."""
+    if is_typeddict(tp):
+        return [tp]
+    return [t for a in get_args(tp) for t in _typed_dicts(a)]
+
+
+def check(value: Any, tp, where: str = "result") -> None:
+    """`value` has exactly the keys `tp` declares (required ones present), recursively."""
+    for td in _typed_dicts(tp):
+        if get_origin(tp) is list or (isinstance(value, list) and not is_typeddict(tp)):
+            for i, item in enumerate(value or []):
+                check(item, td, f"{where}[{i}]")
+            return
+        if value is None:
+            return
+        assert isinstance(value, dict), f"{where}: {type(value).__name__}, expected {td.__name__}"
+        hints = get_type_hints(td)
+        missing = td.__required_keys__ - value.keys()
+        extra = value.keys() - hints.keys()
+        assert not missing, f"{where} ({td.__name__}) lacks {sorted(missing)}"
+        assert not extra, f"{where} ({td.__name__}) carries undeclared {sorted(extra)}: declare them in results.py"
+        for k, v in value.items():
+            check(v, hints[k], f"{where}.{k}")
+        return
+
+
+def test_every_typed_result_of_the_engine_is_declared_in_results():
+    for tool, method in TOOLS.items():
+        assert _typed_dicts(_returns(method)), f"Engine.{method} ({tool}) returns no typed dict"
+    assert _returns("tasks") == list[results.TaskInfo] and _returns("log") == list[results.EntryView]
+
+
+@pytest.mark.parametrize("tool", sorted(TOOLS))
+def test_mcp_output_models_agree_with_the_typed_results(tool):
+    """What mcp_models declares to MCP clients is what the engine's typed dict declares: each
+    model field is a key of it, and a field the model requires is a key the engine always sets."""
+    td = _typed_dicts(_returns(TOOLS[tool]))[0]
+    model = mcp_models.RESULT_MODELS[tool]
+    fields = model.model_fields
+    assert set(fields) <= set(get_type_hints(td)), (
+        f"{tool}: {model.__name__} declares {sorted(set(fields) - set(get_type_hints(td)))}, "
+        f"which {td.__name__} (results.py) does not")
+    required = {n for n, f in fields.items() if f.is_required()}
+    assert required <= td.__required_keys__, f"{tool}: {sorted(required - td.__required_keys__)} not always set"
+
+
+def test_optional_keys_are_optional():
+    """`from __future__ import annotations` in results.py would make every NotRequired key
+    required (TypedDict reads the markers from evaluated annotations only)."""
+    assert results.RestoreResult.__optional_keys__ >= {"undo", "commit", "failed", "restore_id", "check", "git"}
+    assert results.CaptureResult.__optional_keys__ == {"files"}
+    with pytest.raises(AssertionError, match="undeclared"):
+        check({"captured": True, "drift_id": None, "reads": 0, "commit": None, "partial": False, "waiting": False,
+               "skipped_paths": [], "unstable": [], "surprise": 1}, results.CaptureResult)
+    with pytest.raises(AssertionError, match=r"lacks \['files'\]|lacks \['reads'\]"):
+        check({"captured": True, "drift_id": None, "commit": None, "partial": False, "waiting": False,
+               "skipped_paths": [], "unstable": []}, results.CaptureResult)
+
+
+def test_engine_results_carry_exactly_their_declared_keys(tmp_path, monkeypatch):
+    monkeypatch.delenv("TC_GIT", raising=False)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)  # the mirror and the git guard run
+    (ws / "a.txt").write_text("one\n")
+    (ws / "dir").mkdir()
+    (ws / "dir" / "b.txt").write_text("two\n")
+    (ws / ".env").write_text("API_KEY=sk-live-0123456789abcdef0123456789abcdef\n")  # left out, reported
+    e = Engine(ws)
+    got: dict[str, list] = {}
+
+    def run(method: str, *args, **kw):
+        out = getattr(e, method)(*args, **kw)
+        check(out, _returns(method), method)
+        got.setdefault(method, []).append(out)
+        return out
+
+    first = run("init", "results", goal="shapes", exclude=["*.tmp"])
+    run("save", "first", conclusion="c", verified=["v"], open_questions=["q"], next="n")
+    assert run("save", "first", conclusion="c", verified=["v"], open_questions=["q"], next="n")["idempotent"]
+    assert not run("capture")["captured"]
+    (ws / "a.txt").write_text("one more\n")
+    assert run("capture")["captured"]
+    run("save", "second")
+    run("resume")
+    run("resume", lang="zh")
+    run("show", include_drift=True)
+    run("show", index=1)
+    run("show_point", "d0001")
+    run("log")
+    run("tasks")
+    preview = run("restore", index=1)
+    assert not preview["applied"] and preview["plan"]["counts"]["to_replace"] == 1
+    assert run("restore", index=1, apply=True)["applied"]
+    assert run("undo", apply=True)["applied"]
+    sel = run("restore", at="s0001", apply=True, paths=["a.txt"])
+    assert sel["check"]["ok"], sel
+    run("restore_commit", sel["target_commit"][:12])
+    second = run("init", "other")
+    assert second["prev_suspended"] == first["task_id"]
+    run("switch", first["task_id"])
+    # every declared result was seen, and the user-repo report with it
+    assert {"init", "save", "capture", "resume", "show", "log", "tasks", "restore", "undo", "switch"} <= set(got)
+    assert any(r["git"]["ok"] for r in got["save"]), got["save"]
+    assert any("git" in r for r in got["restore"])
+    assert got["save"][0]["skipped_paths"], "the .env file is left out and said so"
