@@ -198,3 +198,20 @@ def test_no_change_save_does_not_rewrite_the_index(task):
     r = e.save("one file")
     assert r["changed"] == 1 and index_marker(store) != before
     assert str(e.repo[r["commit"]].tree_id) == git_tree(ws, store)
+
+
+def test_named_path_as_stored_is_not_read_again(task, monkeypatch):
+    """The journal names every file a restore (or an editor saving the same bytes) wrote; a
+    named file whose stat data matches its entry is not read, scanned and hashed again."""
+    ws, e = task
+    time.sleep(snapshot.RACY_NS / 1e9 + 0.2)  # entries stored with their real stat data
+    e.save("stat data refreshed")
+    reads = []
+    real = snapshot._read_once
+    monkeypatch.setattr(snapshot, "_read_once", lambda full, st: reads.append(full) or real(full, st))
+    r = e.capture(paths=["src/p0/f0.py", "src/p1"])
+    assert not r["captured"] and reads == [], reads
+    write(ws, "src/p1/f1.py", b"edited\n")
+    r = e.capture(paths=["src/p0/f0.py", "src/p1"])
+    assert r["captured"] and [os.path.basename(p) for p in reads] == ["f1.py"], reads
+    assert str(e.repo[r["commit"]].tree_id) == git_tree(ws, e.store.path)
