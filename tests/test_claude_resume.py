@@ -10,8 +10,9 @@ must hold, block by block, exactly the conversation our file holds (after a comp
 only what follows it, as Claude Code resumes from the summary), followed only by what Claude Code
 adds on its own: its `<system-reminder>` context, the "Continue from where you left off." /
 "No response requested." pair it puts after an interrupted turn, and the new prompt. Its own
-normalisation is allowed for: consecutive user turns joined with a newline, and the results of
-parallel calls ordered by their calls. A file Claude Code cannot read is the control ("No
+normalisation is allowed for: consecutive user turns joined with a newline, the results of
+parallel calls ordered by their calls, and the lines of one API response (one message id) as one
+message ahead of the results that were written between them. A file Claude Code cannot read is the control ("No
 conversation found", no request). Written and passing with Claude Code 2.1.197 (not pinned,
 like test_plugin's, so a format change upstream shows up here).
 """
@@ -141,15 +142,24 @@ def _results_sorted(items: list[tuple]) -> list[tuple]:
 
 
 def _written(path: Path) -> list[tuple]:
-    """What our file holds for the model: user and assistant lines after the last compaction."""
-    out: list[tuple] = []
+    """What our file holds for the model: user and assistant lines after the last compaction,
+    as API messages. One API response is several assistant lines sharing its message id, with
+    the results of calls that ran while it streamed written between them (real files do this):
+    the response is one message, the results follow it."""
+    msgs: list[tuple[str, str | None, list]] = []
     for raw in path.read_bytes().splitlines():
         d = json.loads(raw)
         if d.get("type") == "system" and d.get("subtype") == "compact_boundary":
-            out = []
+            msgs = []
         elif d.get("type") in ("user", "assistant") and isinstance(d.get("message"), dict):
-            out += _blocks(d["message"]["role"], d["message"].get("content"))
-    return out
+            role, mid = d["message"]["role"], d["message"].get("id")
+            items = _blocks(role, d["message"].get("content"))
+            same = [m for m in msgs[-3:] if role == "assistant" and mid and m[0] == "assistant" and m[1] == mid]
+            if same:
+                same[-1][2].extend(items)
+            else:
+                msgs.append((role, mid, items))
+    return [it for _, _, items in msgs for it in items]
 
 
 def _record(tmp_path: Path, name: str, branch: str):
@@ -182,6 +192,7 @@ def _resume(claude, home: Path, proj: Path, port: int, sid: str) -> str:
     ("claude-entire-1.jsonl", "main"),      # real 2.1.22: 4 parallel calls, progress lines as parents
     ("claude-entire-2.jsonl", "main"),      # real 2.1.17: /exit then --resume in one file
     ("claude-entire-3.jsonl", "main"),      # real 2.1.29: a pasted PNG
+    ("claude-entire-4.jsonl", "main"),      # real 2.1.37: compaction whose logical parent is not in the file
     ("codex-daaain-1.jsonl", "main"),       # a Codex rollout continued in Claude Code: reasoning, apply_patch
     ("codex-daaain-2.jsonl", "main"),       # a Codex turn that ends on a tool result (interrupted)
 ])

@@ -21,7 +21,7 @@ from tc_git.trajectory.sessionfile import claude_lines, codex_lines, write_sessi
 CASES = ["claude-fasthooks-1.jsonl", "claude-ccviewer-1.jsonl", "claude-daaain-1.jsonl", "claude-daaain-4.jsonl",
          "claude-drmaciver-1.jsonl", "claude-daaain-3.jsonl", "codex-daaain-1.jsonl", "codex-daaain-2.jsonl",
          "codex-daaain-3.jsonl", "codex-localpush-1.jsonl", "codex-agentsessions-1.jsonl",
-         "claude-entire-1.jsonl", "claude-entire-2.jsonl", "claude-entire-3.jsonl",
+         "claude-entire-1.jsonl", "claude-entire-2.jsonl", "claude-entire-3.jsonl", "claude-entire-4.jsonl",
          "codex-localpush-2.jsonl", "codex-localpush-3.jsonl"]
 
 

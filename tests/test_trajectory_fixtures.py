@@ -441,6 +441,34 @@ def test_real_exit_and_resume_in_one_file(repo) -> None:
     assert before < after and all(r["kind"] != "user" for r in chain[before + 1:after])
 
 
+def test_real_compaction_whose_parents_are_not_in_the_file(repo) -> None:
+    """claude-entire-4 (Claude Code 2.1.37, an excerpt of a real session): an auto-compaction hit
+    while an Edit call was in flight. Its `compact_boundary` names a logical parent that no line
+    of the file has (nor does the hook line right before it), the Edit never gets a result, and
+    the excerpt's first line hangs off a line left out. One connected history all the same: the
+    work before the compaction, the summary, and the work after it, on one chain, in the Markdown."""
+    path = TRANSCRIPTS / "claude-entire-4.jsonl"
+    raw = _lines(path)
+    uuids = {e["uuid"] for e in raw if e.get("uuid")}
+    boundary = next(e for e in raw if e.get("subtype") == "compact_boundary")
+    assert boundary["parentUuid"] is None and boundary["logicalParentUuid"] not in uuids
+    assert sum(1 for e in raw if e.get("parentUuid") and e["parentUuid"] not in uuids) == 2  # first line, hook
+    edits = [b["id"] for e in raw if e.get("type") == "assistant" for b in e["message"]["content"]
+             if b.get("type") == "tool_use" and b["name"] == "Edit"]
+    assert len(edits) == 1 and edits[0] not in json.dumps(raw[raw.index(boundary):])
+    res = T.record(repo, T.read_transcript(path))
+    assert sorted(res.branches) == ["main"]
+    chain = T.replay(repo, res.branches["main"])
+    texts = [r.get("text") or "" for r in chain]
+    before = next(i for i, t in enumerate(texts) if "Now apply the fixes" in t)
+    summary = next(i for i, r in enumerate(chain) if r["kind"] == "summary")
+    after = next(i for i, t in enumerate(texts) if "continue fixing the PR review feedback" in t)
+    edit = next(i for i, r in enumerate(chain) if r.get("call_id") == edits[0])
+    assert before < edit < summary < after
+    md = " ".join(T.export_markdown(repo, res.branches["main"]).split())
+    assert "Now apply the fixes" in md and "continue fixing the PR review feedback" in md
+
+
 def test_real_pasted_image_is_kept_byte_for_byte(repo, tmp_path: Path) -> None:
     """claude-entire-3 (Claude Code 2.1.29): a pasted PNG (a diagram) as a user line. Its bytes
     are a blob in the event's tree, with its media type; the Markdown names it; the session file
