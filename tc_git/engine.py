@@ -716,7 +716,7 @@ class Engine:
             validate.title(session_id, "session_id")
         self._require_store()
         records = replay(self.repo, point, image_data=True)
-        if drop_thinking:  # the recording keeps no signatures; an API may refuse unsigned thinking
+        if drop_thinking:  # thinking recorded without its signature (another agent, older recordings)
             records = [r for r in records if r.get("kind") != "thinking"] or records[-1:]
         out = write_session(records, client, str(self.root), session_id=session_id)
         out.update(point=point, event=records[-1]["id"], restore=None)

@@ -658,7 +658,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         root: Root = None,
         code: Annotated[bool, Field(description="also restore the linked code")] = False,
         apply: Annotated[bool, Field(description="with code: write files (undoable); else preview")] = False,
-        drop_thinking: Annotated[bool, Field(description="leave thinking out (unsigned)")] = False,
+        drop_thinking: Annotated[bool, Field(description="leave thinking out")] = False,
     ) -> ResumeSessionResult:
         """Write the conversation up to a point as a session file the agent resumes (its `command`)."""
         return await run(ctx, "tc_resume_session", root,

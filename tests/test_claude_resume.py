@@ -120,7 +120,7 @@ def _blocks(role: str, content) -> list[tuple]:
         elif t == "tool_result":
             out.append(("tool_result", b["tool_use_id"]))
         elif t in ("thinking", "redacted_thinking"):
-            out.append(("thinking", b.get("thinking", "")))
+            out.append(("thinking", b.get("thinking", ""), b.get("signature") or b.get("data") or ""))
         elif t == "image":
             src = b.get("source") or {}
             out.append(("image", src.get("media_type"), hashlib.sha1((src.get("data") or "").encode()).hexdigest()))
@@ -218,6 +218,13 @@ def test_claude_code_sends_exactly_the_written_conversation(claude, fake_api, tm
              if a != b))
     assert ("user", PROMPT) in tail, tail[:5]
     assert set(tail[:tail.index(("user", PROMPT))]) <= ITS_OWN, tail[:5]
+    # thinking goes back with the signature the model gave it, or the real API refuses it
+    if name.startswith("claude-"):
+        signed = {b.get("thinking"): b.get("signature") for raw in (TRANSCRIPTS / name).read_bytes().splitlines()
+                  for b in (json.loads(raw).get("message") or {}).get("content") or []
+                  if isinstance(b, dict) and b.get("type") == "thinking"}
+        for it in (it for it in head if it[0] == "thinking"):
+            assert it[2] and it[2] == signed.get(it[1]), it[1][:80]
 
 
 def test_a_file_claude_code_cannot_read_sends_nothing(claude, fake_api, tmp_path):

@@ -167,6 +167,6 @@ def setup(sub) -> None:
     p.add_argument("--apply", action="store_true")
     p.add_argument("--session-id", default=None, help="id of the new session (default: a new UUID)")
     p.add_argument("--drop-thinking", action="store_true",
-                   help="leave thinking/reasoning out (they are written unsigned; use if the API refuses them)")
+                   help="leave thinking/reasoning out (use if the API refuses thinking recorded without a signature)")
     p.set_defaults(func=lambda a: _engine(a).resume_session(a.point, a.client, a.code, a.apply, a.session_id,
                                                            a.drop_thinking), human=_h_resume)

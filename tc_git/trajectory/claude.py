@@ -274,9 +274,18 @@ class _Builder:
             if b.get("type") == "text" and str(b.get("text") or "").strip():
                 out.append(Event("assistant", "", text=str(b["text"]), message_id=mid))
             elif b.get("type") == "thinking" and str(b.get("thinking") or "").strip():
-                out.append(Event("thinking", "", text=str(b["thinking"]), message_id=mid))
+                # the signature is what lets the API take the thinking back when the session is
+                # resumed (resume-session); an opaque token of the model's, not a credential
+                # (with the model that signed it: Claude Code sends a signed block back only in a
+                # message of a Claude model)
+                sig, model = b.get("signature"), msg.get("model")
+                signed = {"signature": sig, **({"model": model} if isinstance(model, str) and model else {})}
+                out.append(Event("thinking", "", text=str(b["thinking"]), message_id=mid,
+                                 meta=signed if isinstance(sig, str) and sig else {}))
             elif b.get("type") == "redacted_thinking":
-                out.append(Event("thinking", "", message_id=mid, meta={"redacted": True}))
+                data = b.get("data")
+                out.append(Event("thinking", "", message_id=mid,
+                                 meta={"redacted": True, **({"data": data} if isinstance(data, str) and data else {})}))
             elif b.get("type") == "image":
                 imgs = _images([b])
                 if imgs:
@@ -284,7 +293,7 @@ class _Builder:
             elif b.get("type") == "tool_use":
                 out.append(Event("tool_call", "", tool_name=str(b.get("name") or "?"),
                                  tool_input=b.get("input"), call_id=b.get("id"), message_id=mid))
-            # signatures and unknown blocks: nothing a reader of the conversation needs
+            # unknown blocks: nothing a reader of the conversation needs
         return out
 
     def _user(self, entry: dict, content: Any) -> list[Event]:

@@ -12,7 +12,8 @@ from .. import mempack
 from ..refs import session_ref
 from .recorder import RecordResult, publish, record, session_name
 
-READER_VERSION = 3  # 2: thinking, images, event_msg prompts, progress-line parents; 3: Codex compacted kept whole
+READER_VERSION = 4  # 2: thinking, images, event_msg prompts, progress-line parents; 3: Codex compacted kept whole;
+# 4: Claude thinking keeps its signature (redacted thinking its data), so a resumed session is accepted
 CACHE = "recorded-files.json"  # in the store's tc/: file key -> {sha1, result}
 CACHE_ENTRIES = 500
 

@@ -79,6 +79,11 @@ def claude_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
     written: set[str] = set()
     prev: str | None = None
     run_id: str | None = None  # the API message id of the current run of assistant lines
+    # the model that signed a message's thinking: Claude Code drops signed thinking from a
+    # message of any other model (seen in the real CLI), and the API refuses it unsigned
+    signer = {(r.get("source") or {}).get("message_id"): r["meta"]["model"] for r in records
+              if r.get("kind") == "thinking" and (r.get("meta") or {}).get("model")
+              and (r.get("source") or {}).get("message_id")}
     base = {"isSidechain": False, "userType": "external", "cwd": cwd, "sessionId": session_id,
             "version": VERSION}
 
@@ -117,12 +122,15 @@ def claude_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
                     else:
                         content.append({"type": "text", "text": rec.get("text") or ""})
                 elif rec["kind"] == "thinking":
-                    content.append({"type": "redacted_thinking", "data": ""} if (rec.get("meta") or {}).get("redacted")
-                                   else {"type": "thinking", "thinking": rec.get("text") or "", "signature": ""})
+                    meta = rec.get("meta") or {}
+                    content.append({"type": "redacted_thinking", "data": meta.get("data") or ""} if meta.get("redacted")
+                                   else {"type": "thinking", "thinking": rec.get("text") or "",
+                                         "signature": meta.get("signature") or ""})
                 elif rec["kind"] == "tool_call":
                     content.append({"type": "tool_use", "id": rec.get("call_id") or f"toolu_tc{n}",
                                     "name": rec.get("tool_name") or "?", "input": rec.get("tool_input") or {}})
-            msg: dict[str, Any] = {"role": "assistant", "type": "message", "model": "tc-git-replay",
+            msg: dict[str, Any] = {"role": "assistant", "type": "message",
+                                   "model": signer.get(src.get("message_id")) or "tc-git-replay",
                                    "content": content, "stop_reason": None}
             if src.get("message_id"):
                 msg["id"] = src["message_id"]
