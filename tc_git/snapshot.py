@@ -53,6 +53,8 @@ class Snapshot:
     partial: bool = False  # only the given paths were refreshed (`left`/`nested` cover just those)
     unstable: list[str] = field(default_factory=list)  # kept at their previous version: never held still
     scan: str = "diff"  # how candidates were found: diff | walk | paths
+    base: pygit2.Oid | None = None  # the tree `tree` was built from by patch_tree, with `edits`
+    edits: dict | None = None  # path -> (blob id, mode) or None, as patch_tree applied them
 
     def note(self, cap: int = 500) -> dict:
         """What the commit's note records about paths that are not file content."""
@@ -455,6 +457,7 @@ class _Run:
         tree = None
         if base is not None and self.writer is None and pack is None:
             tree = patch_tree(self.repo, base, self.edits)  # None: a case it leaves to write_tree
+        patched = tree is not None
         if tree is None:
             tree = self.idx.write_tree()
         if pack is not None:
@@ -466,7 +469,8 @@ class _Run:
             # journal's marker stays valid.
             self.idx.write()
         return Snapshot(tree, sorted(self.left.values(), key=lambda x: x.path), self.nested, self.changed,
-                        time.perf_counter() - t0, partial=partial, unstable=sorted(self.unstable), scan=scan)
+                        time.perf_counter() - t0, partial=partial, unstable=sorted(self.unstable), scan=scan,
+                        base=base if patched else None, edits=self.edits if patched else None)
 
 
 def _take(repo: pygit2.Repository, policy: Policy, progress, pack, paths=None, writer=None,
@@ -771,6 +775,39 @@ def _as_tree(repo: pygit2.Repository, t) -> pygit2.Tree:
     """A tree from a tree, a commit, or their id (what repo.diff accepts)."""
     obj = t if isinstance(t, pygit2.Object) else repo[t]
     return obj.peel(pygit2.Tree)
+
+
+def changes_since(snap: Snapshot, old: pygit2.Tree) -> list[tuple[str, str]] | None:
+    """tree_changes(old, snap's tree) from the snapshot's own edits when its tree was built from
+    `old` (patch_tree): no walk of either tree. None when it was not, or an edit is one that
+    tree_changes must judge (a directory at the path)."""
+    if snap.base is None or snap.edits is None or old.id != snap.base:
+        return None
+    out: list[tuple[bytes, int, str]] = []
+    try:
+        for rel, v in snap.edits.items():
+            key = rel.encode("utf-8", "surrogateescape")
+            try:
+                e = old[rel]
+            except KeyError:
+                e = None
+            if e is not None and e.filemode == FileMode.TREE:
+                return None
+            if v is None:
+                if e is not None:
+                    out.append((key, 0, "D"))
+            elif e is None:
+                out.append((key, 1, "A"))
+            elif e.id == v[0] and int(e.filemode) == int(v[1]):
+                continue  # stored again as it was
+            elif int(e.filemode) & 0o170000 == int(v[1]) & 0o170000:
+                out.append((key, 1, "M"))
+            else:  # a file that became a link or back: as tree_deltas without typechange
+                out += [(key, 0, "D"), (key, 1, "A")]
+    except (ValueError, TypeError, UnicodeError, pygit2.GitError):
+        return None
+    out.sort(key=lambda x: (x[0], x[1]))
+    return [(p.decode("utf-8", "surrogateescape"), s) for p, _k, s in out]
 
 
 def tree_changes(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree) -> list[tuple[str, str]]:

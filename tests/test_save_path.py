@@ -1,10 +1,11 @@
 """The incremental save path (issue 14): what makes a save cost what changed must never change
 what it records.
 
-- `patch_tree` (a refresh of given paths builds its tree from the previous one, rewriting only
-  the directories on the changed paths) gives exactly the tree libgit2's `write_tree` gives for
-  the same index, under random adds, replaces, mode changes and removes; it declines (None) the
-  kind changes it leaves to write_tree.
+- `patch_tree` (a snapshot builds its tree from the previous one, rewriting only the
+  directories on the changed paths) gives exactly the tree libgit2's `write_tree` gives for the
+  same index, under random adds, replaces, mode changes and removes; it declines (None) the
+  kind changes it leaves to write_tree. `changes_since` (the note's `changed` list from the same
+  edits) equals `tree_changes`, whose own test has libgit2 as the judge.
 - The store keeps its repository handle (and index) open across locked calls: a snapshot that
   fails half-way leaves nothing of itself in the next one, and packs replaced by another
   writer (a repack) are seen.
@@ -84,6 +85,9 @@ def test_patch_tree_equals_write_tree(tmp_path):
             continue
         patched += 1
         assert got == want, (edits, str(base))
+        # the save's `changed` list from the same edits, without a walk: as tree_changes says
+        snap = snapshot.Snapshot(got, base=base, edits=edits)
+        assert snapshot.changes_since(snap, repo[base]) == snapshot.tree_changes(repo, repo[base], repo[got]), edits
     assert patched >= 30, (patched, declined)  # the ordinary case is patched, not declined
 
 
@@ -129,6 +133,8 @@ def test_refresh_of_paths_uses_the_previous_tree_and_is_right(task, monkeypatch)
     r = e.capture(paths=["src/p1/f1.py", "src/new", "src/p2/f2.py"])
     assert r["captured"], r
     assert calls and set(calls[-1]) == {"src/p1/f1.py", "src/new/n.py", "src/p2/f2.py"}, calls
+    assert r["files"]["files"] == [{"path": "src/new/n.py", "status": "A"}, {"path": "src/p1/f1.py", "status": "M"},
+                                   {"path": "src/p2/f2.py", "status": "D"}], r["files"]
     assert str(e.repo[r["commit"]].tree_id) == git_tree(ws, e.store.path)
     fsck(e.store.path)
 
