@@ -7,7 +7,9 @@ that `have(oid)` says the receiver does not hold already. The pack comes out as 
 a bundle's) or as a .pack/.idx pair in a directory (`write_dir`, the mirror's). Native
 (`_native` PACK: libgit2's revwalk, insert_walk and write_buf, in C) when only hidden commits
 limit the pack; a `have` filter needs a callback libgit2's walk lacks, so it, and TC_NATIVE=off,
-take the Python walk below and pygit2's PackBuilder. `index_pack` reads pack data into a
+take the Python walk below and pygit2's PackBuilder. The mirror into the user's repository
+hides the tips it mirrored last time when the user still holds them all, and asks `have`
+otherwise (`write_into` picks the native writer when it can). `index_pack` reads pack data into a
 repository's objects: libgit2's indexer (`_native` INDEXER), else `git index-pack`.
 """
 from __future__ import annotations
@@ -61,11 +63,30 @@ class Pack:
             self._builder(objs).write(str(pack_dir))
         return len(objs)
 
+    def write_into(self, target: pygit2.Repository, pack_dir: str | os.PathLike) -> int:
+        """Write the pack into `target`'s objects (`pack_dir`: its objects/pack): natively
+        (revision walk and pack in C, then libgit2's indexer) when only hidden commits limit the
+        pack, else as `write_dir`. Returns the object count (0: nothing written)."""
+        if not self.native:
+            return self.write_dir(pack_dir)
+        count, data = self.data()
+        if count:
+            try:
+                _native.write_pack(target, [data])
+            except _native.GitCallError as e:
+                raise pygit2.GitError(str(e)) from None
+        return count
+
     def _builder(self, objs) -> pygit2.PackBuilder:
         pb = pygit2.PackBuilder(self.repo)
         for o in objs:
             pb.add(o)
         return pb
+
+
+def native_walk() -> bool:
+    """Whether `build` with hides only walks and packs in C now (not under TC_NATIVE=off)."""
+    return _native.has(_native.PACK)
 
 
 def build(repo: pygit2.Repository, tips, hides=(), have=None) -> Pack:

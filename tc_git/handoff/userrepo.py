@@ -33,11 +33,16 @@ def user_gitdir(store: Store) -> Path | None:
 def sync_into_repo(src: pygit2.Repository, gitdir: Path, refs: dict[str, pygit2.Oid]) -> dict:
     """Copy `refs` (and the objects they need) from the store into a repository on disk.
 
-    Objects: ONE pack of what the target lacks, found by walking from the tips and stopping at
-    anything the target already has (its own commits' blobs and subtrees included), written by
-    packs.build (libgit2 cannot push into a non-bare repository). Refs: compare-and-swap in one
-    transaction; a task/milestone ref that diverged is reported, never overwritten; the notes
-    are merged.
+    Objects: ONE pack of what the target lacks (libgit2 cannot push into a non-bare repository).
+    When the target holds every mirrored ref at a commit of the store (each mirror after the
+    first, one writer), the pack is what the new tips reach beyond those, walked and packed
+    natively (packs.build with hides; 13 objects in ~1 ms at 10k files, measured). Otherwise
+    (the first mirror, a new milestone, notes merged on the user's side) the walk stops at
+    anything the target already has, its own commits' blobs and subtrees included: at the first
+    mirror of a committed workspace that is a handful of objects instead of the whole tree again
+    (16 against 10,117 at 10k files); TC_NATIVE=off always takes this walk (the Python walk
+    with hides stops only at the hidden commits and their root trees). Refs: compare-and-swap in one transaction; a
+    task/milestone ref that diverged is reported, never overwritten; the notes are merged.
     """
     user = pygit2.Repository(str(gitdir), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
     odb = user.odb
@@ -45,8 +50,12 @@ def sync_into_repo(src: pygit2.Repository, gitdir: Path, refs: dict[str, pygit2.
     def have(oid):
         return oid in odb
 
-    count = packs.build(src, refs.values(), have=have).write_dir(
-        gitguard.common_dir(Path(user.path)) / "objects" / "pack")
+    held = [ref_target(user, name) for name in refs]
+    if packs.native_walk() and held and all(h is not None and h in src.odb for h in held):
+        pack = packs.build(src, refs.values(), hides=held)
+    else:
+        pack = packs.build(src, refs.values(), have=have)
+    count = pack.write_into(user, gitguard.common_dir(Path(user.path)) / "objects" / "pack")
     if count:
         user = pygit2.Repository(str(gitdir), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
     updates: dict[str, tuple] = {}
