@@ -284,32 +284,18 @@ def facade_violations(sources: dict[str, str]) -> list[str]:
                 instances.update({t.id: node.value.func.id for t in node.targets if isinstance(t, ast.Name)})
 
         def is_class(x, env) -> bool:
-            if isinstance(x, ast.Await):
-                return is_class(x.value, env)
-            if isinstance(x, ast.IfExp):
-                return is_class(x.body, env) or is_class(x.orelse, env)
-            if isinstance(x, ast.Name):
-                return x.id in env[1] or x.id == "Engine"
-            if isinstance(x, ast.Attribute):
-                return x.attr in class_attrs
-            if isinstance(x, ast.Call):
-                f = x.func
-                return (f.id if isinstance(f, ast.Name) else getattr(f, "attr", None)) in local_class
+            for v in _values(x):
+                if isinstance(v, ast.Name) and (v.id in env[1] or v.id == "Engine") \
+                        or isinstance(v, ast.Attribute) and v.attr in class_attrs \
+                        or isinstance(v, ast.Call) and _callee(v) in local_class:
+                    return True
             return False
 
         def is_engine(x, env) -> bool:
-            if isinstance(x, ast.Await):
-                return is_engine(x.value, env)
-            if isinstance(x, ast.IfExp):
-                return is_engine(x.body, env) or is_engine(x.orelse, env)
-            if isinstance(x, ast.BoolOp):
-                return any(is_engine(v, env) for v in x.values)
-            if isinstance(x, ast.Name):
-                return x.id in env[0]
-            if isinstance(x, ast.Call):
-                f = x.func
-                fname = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
-                return fname in local_engine or is_class(f, env)
+            for v in _values(x):
+                if isinstance(v, ast.Name) and v.id in env[0] \
+                        or isinstance(v, ast.Call) and (_callee(v) in local_engine or is_class(v.func, env)):
+                    return True
             return False
 
         def callback_slots(call: ast.Call, env) -> set:
@@ -361,6 +347,25 @@ def facade_violations(sources: dict[str, str]) -> list[str]:
                             scope([arg.body], (e[0] | {first.arg}, e[1]), arg.args.args[1:])
         scope(tree.body, (set(), set()))
     return sorted(set(bad))
+
+
+def _values(x):
+    """The expressions `x` may evaluate to: through `await`, `a if c else b`, `a or b`."""
+    if isinstance(x, ast.Await):
+        yield from _values(x.value)
+    elif isinstance(x, ast.IfExp):
+        yield from _values(x.body)
+        yield from _values(x.orelse)
+    elif isinstance(x, ast.BoolOp):
+        for v in x.values:
+            yield from _values(v)
+    else:
+        yield x
+
+
+def _callee(call: ast.Call) -> str | None:
+    f = call.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
 
 
 def _walk_own(node):
