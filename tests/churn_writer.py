@@ -63,25 +63,21 @@ def main(root: str, log_path: str, seed: int, tolerant: bool = False) -> None:
         except OSError:
             return False
 
-    def tree_shas(d: str) -> dict[str, str]:
-        out = {}
+    def on_disk(d: str) -> tuple[dict[str, str], set[str]]:
+        """Every file under `d` (relative to root) with the sha it holds now ("-": gone meanwhile or
+        unreadable), and every directory, `d` included: the one walk the tolerant mode logs from."""
+        shas, seen = {}, set()
         for dirpath, _dn, names in os.walk(os.path.join(root, d)):
+            rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+            seen.add(rel_dir)
             for n in names:
-                rel = os.path.relpath(os.path.join(dirpath, n), root).replace(os.sep, "/")
-                out[rel] = read_sha(rel)
-        return out
+                shas[f"{rel_dir}/{n}"] = read_sha(f"{rel_dir}/{n}")
+        return shas, seen
 
     def resync(t0: float) -> None:
         """The model from the disk (tolerant mode, after someone else changed it)."""
-        seen_files, seen_dirs = {}, set()
-        for dirpath, dnames, fnames in os.walk(base):
-            rel_dir = os.path.relpath(dirpath, root)
-            seen_dirs.add(rel_dir)
-            for n in fnames:
-                rel = f"{rel_dir}/{n}"
-                sha = read_sha(rel)
-                if sha != "-":
-                    seen_files[rel] = sha
+        disk, seen_dirs = on_disk("churn")
+        seen_files = {rel: sha for rel, sha in disk.items() if sha != "-"}
         t1 = time.monotonic()
         for rel in set(files) - set(seen_files):
             events.append((t0, t1, rel, "-"))
@@ -186,7 +182,7 @@ def main(root: str, log_path: str, seed: int, tolerant: bool = False) -> None:
                     resync(t0)                                # put content at `dst` this log never saw
                     continue
                 # as for a file: what moved is what the tree held just before (disk and model)
-                held = [tree_shas(d), {p: files[p] for p in under(d)}] if tolerant else []
+                held = [on_disk(d)[0], {p: files[p] for p in under(d)}] if tolerant else []
                 os.rename(os.path.join(root, d), os.path.join(root, dst))
                 t1 = time.monotonic()
                 events += [(t0, t1, dst + p[len(d):], sha) for h in held for p, sha in h.items() if sha != "-"]
@@ -196,25 +192,19 @@ def main(root: str, log_path: str, seed: int, tolerant: bool = False) -> None:
                         files[p] = read_sha(q)
                     events += [(t0, t1, p, "-"), (t0, t1, q, files[p])]
                     files[q] = files.pop(p)
-                if tolerant:  # files a restore wrote into the tree moved with it: record them too
-                    for dirpath, _dn, names in os.walk(os.path.join(root, dst)):
-                        for n in names:
-                            q = os.path.relpath(os.path.join(dirpath, n), root).replace(os.sep, "/")
-                            if q not in files:
-                                events += [(t0, t1, dst_src(q, dst, d), "-"), (t0, t1, q, read_sha(q))]
                 for x in [x for x in dirs if x == d or x.startswith(d + "/")]:
                     dirs.discard(x)
                     dirs.add(dst + x[len(d):])
-                if tolerant:  # a restore may have put files there the model does not know: log them too
-                    for dirpath, dnames, fnames in os.walk(os.path.join(root, dst)):
-                        rel_dir = os.path.relpath(dirpath, root)
-                        dirs.add(rel_dir)
-                        for name in fnames:
-                            q = f"{rel_dir}/{name}"
-                            sha = read_sha(q)
-                            if sha != "-":
-                                events.append((t0, time.monotonic(), q, sha))
-                                files[q] = sha
+                if tolerant:  # files a restore wrote into the tree moved with it, or put there since
+                    disk, seen = on_disk(dst)
+                    t2 = time.monotonic()
+                    for q, sha in disk.items():
+                        if q not in files:  # unknown to the model: it came from `d` or appeared now
+                            events += [(t0, t1, dst_src(q, dst, d), "-"), (t0, t1, q, sha)]
+                        if sha != "-":
+                            events.append((t0, t2, q, sha))
+                            files[q] = sha
+                    dirs.update(seen)
             elif files:  # a file turns into a directory (and a directory into a file)
                 rel = rnd.choice(sorted(files))
                 os.unlink(os.path.join(root, rel))
