@@ -63,21 +63,32 @@ class PeakRSS:
         import threading
 
         self.peak = 0
+        self.window = 0  # peak since the last window() call: what one tool call costs
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
+        while not self.stop.wait(0.05):
+            self.sample()
+
+    def sample(self) -> None:
         try:
             import psutil
         except ImportError:
             return
-        me = psutil.Process()
-        while not self.stop.wait(0.05):
-            for ch in me.children(recursive=True):
-                try:
-                    self.peak = max(self.peak, ch.memory_info().rss)
-                except psutil.Error:
-                    pass
+        for ch in psutil.Process().children(recursive=True):
+            try:
+                rss = ch.memory_info().rss
+            except psutil.Error:
+                continue
+            self.peak = max(self.peak, rss)
+            self.window = max(self.window, rss)
+
+    def window_peak(self) -> int:
+        """The peak since the last call (sampled once more now), and a new window."""
+        self.sample()
+        out, self.window = self.window, 0
+        return out
 
     def __enter__(self):
         self.thread.start()
@@ -243,16 +254,21 @@ async def cold_start(cmd: list[str], starts: int) -> tuple[float, int]:
 
 
 class Timer:
-    def __init__(self, c, label):
-        self.c, self.label = c, label
+    def __init__(self, c, label, rss: PeakRSS | None = None):
+        self.c, self.label, self.rss = c, label, rss
         self.times: dict[str, list[float]] = {}
         self.sizes: dict[str, int] = {}
         self.errors: dict[str, str] = {}
+        self.peaks: dict[str, int] = {}  # the server's peak RSS during each kind of call
 
     async def call(self, key: str, tool: str, args: dict, size=False):
+        if self.rss:
+            self.rss.window_peak()
         t0 = time.perf_counter()
         r = await self.c.call_tool(tool, args)
         dt = time.perf_counter() - t0
+        if self.rss:
+            self.peaks[key] = max(self.peaks.get(key, 0), self.rss.window_peak())
         if r.is_error:
             text = r.content[0].text if r.content else "?"
             self.errors[key] = text[:160]
@@ -264,10 +280,14 @@ class Timer:
         return r.structured_content or json.loads(r.content[0].text)
 
 
-async def run_workflow(cmd: list[str], label: str, ws: Path, n: int, repeat: int, scratch: Path) -> Timer:
+async def run_workflow(cmd: list[str], label: str, ws: Path, n: int, repeat: int, scratch: Path,
+                       rss: PeakRSS | None = None) -> Timer:
     root = str(ws)
     async with client(cmd) as c:
-        T = Timer(c, label)
+        T = Timer(c, label, rss)
+        if rss:
+            await c.list_tools()
+            T.peaks["(started, tools/list answered)"] = rss.window_peak()
         init = await T.call("tc_init", "tc_init", {"root": root, "name": "bench", "goal": "measure"}, size=True)
         task_id = init["task_id"] if init else None
         await T.call("tc_save (first, full tree)", "tc_save", {"root": root, "title": "s1", "next": "go"})
@@ -384,7 +404,7 @@ async def main_async(args) -> str:
                 print(f"{n} files for {name}: generated in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
                 t0 = time.perf_counter()
                 with PeakRSS() as rss:
-                    results[n][name] = await run_workflow(cmd, name, ws, n, args.repeat, scratch)
+                    results[n][name] = await run_workflow(cmd, name, ws, n, args.repeat, scratch, rss)
                 results[n][name].peak_rss = rss.peak
                 print(f"  workflow {name} @ {n}: {time.perf_counter() - t0:.1f}s", file=sys.stderr)
                 shutil.rmtree(ws, ignore_errors=True)
@@ -477,6 +497,17 @@ def journal_and_goals(results, sizes, ours, seed, git_first=None) -> list[str]:
             f" {getattr(results[n][name], 'peak_rss', 0) / (1 << 20):.0f} MiB |" if name in results[n] else " — |"
             for n in sizes))
     out.append("")
+    big = max(sizes)
+    if results[big][ours].peaks:
+        names = [k for k in results[big] if results[big][k].peaks]
+        out += [f"Peak RSS during each call at {_k(big)} (the process's peak while the call ran; a call never "
+                "lowers it below what earlier calls left allocated):", "",
+                "| call |" + "".join(f" {k} |" for k in names), "|---|" + "---|" * len(names)]
+        for key in dict.fromkeys(k for name in names for k in results[big][name].peaks):
+            out.append(f"| {key} |" + "".join(
+                f" {results[big][name].peaks[key] / (1 << 20):.0f} MiB |" if key in results[big][name].peaks
+                else " — |" for name in names))
+        out.append("")
     n = 10_000 if 10_000 in results else max(sizes)
     at = f"{_k(n)}" + ("" if n == 10_000 else " (stand-in for 10k)")
     goals = []
@@ -490,7 +521,6 @@ def journal_and_goals(results, sizes, ours, seed, git_first=None) -> list[str]:
         if a and g:
             goals.append((f"{_k(m)}: first save over MCP <= 1.0x the git CLI's (add -A + write-tree + "
                           "commit-tree)", a <= g, f"{a / g:.2f}x ({fmt_s(a)} vs {fmt_s(g)})"))
-    big = max(sizes)
     rss = getattr(results[big][ours], "peak_rss", 0) / (1 << 20)
     if rss:  # 0: psutil is not installed (pip install 'tc-git[bench]')
         goals.append((f"{_k(big)}{'' if big == 50_000 else ' (stand-in for 50k)'}: server peak RSS < 150 MiB",
