@@ -34,7 +34,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from . import __version__, jsonsafe, mcp_wire
+from . import __version__, heap, jsonsafe, mcp_wire
 from .errors import TcError
 from .fsutil import store_log
 from .mcp_models import (
@@ -161,6 +161,7 @@ class TcServer(MCPServer):
                 return _error(f"{name}: bad arguments: {_validation_message(cause)}", "bad_input")
             log.exception("tool %s failed", name)
             return _error(f"{name} failed: {jsonsafe.one_line(str(e), 300)}", "internal")
+        heap.settle_soon()  # what the call freed goes back to the OS (cycles collected, malloc trimmed)
         return _encodable(name, result)
 
 
@@ -235,19 +236,19 @@ class Runner:
         try:
             result = await anyio.to_thread.run_sync(work)
         except TcError as e:
-            eng = holder.get("engine")
+            eng = holder.pop("engine", None)
             _store_log(eng.store_path if eng else None, f"{tool} error {e.code}: {e.message}")
             log.info("%s: %s", tool, e.message)
             return _error(e.message, e.code)
         except Exception as e:
-            eng = holder.get("engine")
+            eng = holder.pop("engine", None)
             tb = traceback.format_exc()
             where = eng.store_path / "tc" / "server.log" if eng and (eng.store_path / "tc").is_dir() else None
             _store_log(eng.store_path if eng else None, f"{tool} crashed:\n{tb}")
             log.error("%s crashed:\n%s", tool, tb)
             return _error(f"{tool} failed unexpectedly: {type(e).__name__}: {jsonsafe.one_line(str(e), 200)}"
                           + (f" (traceback in {where})" if where else ""), "internal")
-        eng = holder["engine"]
+        eng = holder.pop("engine")  # (the worker thread keeps `work` until its next job: not the engine)
         if log_call:
             _store_log(eng.store_path, f"{tool} ok {time.perf_counter() - t0:.3f}s")
         return _success(tool, result)
@@ -739,6 +740,7 @@ def warm() -> None:
         from . import engine  # noqa: F401  (pygit2)
     except Exception:  # the first tool call reports it
         log.debug("engine import failed", exc_info=True)
+    heap.freeze()  # what start-up loaded is never garbage: per-call collections skip it
 
 
 def cache_payload(server: TcServer) -> dict:
@@ -865,6 +867,7 @@ def main(argv=None) -> None:
     _setup_logging()
     server = build_server()
     _write_fast_cache(server)
+    heap.freeze()
     log.info("tc-mcp %s on stdio (pid %d)", __version__, os.getpid())
     _PREBUILT[:] = [server]
     wire_in, wire_out = mcp_wire.claim_wire()

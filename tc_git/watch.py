@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import heap
 from .refs import STORE_DIRNAME
 
 if TYPE_CHECKING:  # annotations only: the engine (and pygit2) load on first use
@@ -239,6 +240,8 @@ class DriftWatcher:
             if self.stopping.is_set():
                 return
             self._capture(st, partial)
+        if due:
+            heap.settle()  # the captures' store handles and buffers back to the OS (tc_git/heap.py)
 
     def _capture(self, st: _Root, partial: bool) -> None:
         from .errors import NotFound, StoreBusy, TaskClosed, TcError

@@ -1,0 +1,151 @@
+"""The MCP server gives back what a tool call freed (issue 14: < 150 MiB at 50k files).
+
+Each call opens the store (a `pygit2.Repository`, a reference cycle holding the index and object
+caches) and allocates in a worker thread's malloc arena; without `heap.settle` both stayed until
+Python's next full collection, and the server's resident size climbed with every call."""
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import weakref
+
+import pygit2
+import pytest
+from conftest import clean_env
+from mcp import Client, StdioServerParameters
+
+from tc_git import heap
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; malloc_trim is glibc's")
+
+
+def test_settle_collects_a_dropped_repository(tmp_path):
+    pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
+    gc.collect()
+    gc.disable()  # no automatic collection in between: only settle() may free it
+    try:
+        repo = pygit2.Repository(str(tmp_path / "r.git"))
+        ref = weakref.ref(repo)
+        del repo
+        assert ref() is not None, "a Repository is a reference cycle: refcounting alone keeps it"
+        heap.settle()
+        assert ref() is None
+    finally:
+        gc.enable()
+
+
+def test_settle_is_off_with_the_switch(tmp_path, monkeypatch):
+    monkeypatch.setenv("TC_MALLOC_TRIM", "off")
+    pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
+    gc.collect()
+    gc.disable()
+    try:
+        repo = pygit2.Repository(str(tmp_path / "r.git"))
+        ref = weakref.ref(repo)
+        del repo
+        heap.settle()
+        assert ref() is not None
+    finally:
+        gc.enable()
+        gc.collect()
+
+
+@linux
+def test_trim_finds_glibc_malloc_trim():
+    if os.confstr("CS_GNU_LIBC_VERSION") is None:
+        pytest.skip("not glibc")
+    heap.trim()
+    assert heap._trim, "malloc_trim not found in a glibc process"
+
+
+def _live_repositories() -> int:
+    return sum(isinstance(o, pygit2.Repository) for o in gc.get_objects())
+
+
+@pytest.mark.anyio
+@pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")
+async def test_tool_calls_leave_no_store_handle_behind(tmp_path):
+    """With Python's automatic collection off, every call's store handle (a reference cycle)
+    would stay; the server's settle after each call frees them."""
+    from tc_git.mcp_server import build_server
+
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    for i in range(50):
+        (ws / "src" / f"f{i}.txt").write_text(f"{i}\n")
+    root = str(ws)
+    async with Client(build_server(watch=False), mode="legacy") as c:
+        async def call(tool, **args):
+            r = await c.call_tool(tool, {"root": root, **args})
+            assert not r.is_error, r.content[0].text
+            if heap._pending is not None:
+                heap._pending.join()  # settle runs beside the answer: wait for it here
+
+        await call("tc_init", name="mem", goal="flat")
+        await call("tc_save", title="first")
+        gc.collect()
+        gc.disable()
+        try:
+            start = _live_repositories()
+            for i in range(8):
+                await call("tc_save", title=f"again {i}")
+                await call("tc_show")
+                await call("tc_resume")
+            assert _live_repositories() <= start, "store handles of finished calls are still alive"
+        finally:
+            gc.enable()
+
+
+def _children_rss() -> dict[int, int]:
+    """pid -> resident bytes of this process's direct children (/proc)."""
+    me, out = os.getpid(), {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            if ppid == me:
+                with open(f"/proc/{pid}/status") as f:
+                    out[int(pid)] = int(f.read().split("VmRSS:")[1].split()[0]) * 1024
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+@linux
+@pytest.mark.anyio
+@pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")
+async def test_server_memory_stays_flat_over_calls(tmp_path):
+    """The real server over stdio: 30 calls after the first save add at most a few MiB to its
+    resident size (each kind of call was made before, so first-use imports and caches are in)."""
+    ws = tmp_path / "ws"
+    for i in range(4000):
+        d = ws / f"d{i // 100:03d}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i:05d}.txt").write_text(f"{i}\n" + "x" * (i % 700))
+    root = str(ws)
+    before = set(_children_rss())
+    params = StdioServerParameters(command=sys.executable, args=["-m", "tc_git"],
+                                   env=clean_env(TC_WATCH="off", TC_GIT="off"), cwd=root)
+    async with Client(params, mode="legacy") as c:
+        server = (set(_children_rss()) - before).pop()
+
+        async def call(tool, **args):
+            r = await c.call_tool(tool, {"root": root, **args})
+            assert not r.is_error, r.content[0].text
+
+        await call("tc_init", name="mem", goal="flat")
+        await call("tc_save", title="first")
+        for i in range(3):  # the lazily imported modules and first-use caches of each call kind
+            await call("tc_save", title=f"warm {i}")
+            await call("tc_show")
+            await call("tc_resume")
+        heap_settled = _children_rss()[server]
+        for i in range(10):
+            await call("tc_save", title=f"again {i}")
+            await call("tc_show")
+            await call("tc_resume")
+        grown = _children_rss()[server] - heap_settled
+    assert grown < 12 << 20, f"the server grew by {grown / 2**20:.1f} MiB over 30 calls"
