@@ -715,10 +715,30 @@ def tree_deltas(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree,
     # comparison instead of pygit2 objects with an enum per filemode (~0.5 us each, 20k per
     # restore of 100 files in 100 directories).
     read = repo.odb.read
-    TREE = b"40000"  # git writes no leading zero (nor does libgit2)
 
     def entries(raw: bytes) -> dict[bytes, tuple[bytes, bytes]]:
-        return {n: (m, i) for m, n, i in _TREE_ENTRY.findall(read(pygit2.Oid(raw=raw))[1])}
+        data = read(pygit2.Oid(raw=raw))[1]
+        recs = _TREE_ENTRY.findall(data)
+        # every byte must belong to a record, as libgit2's parser demands: a tampered tree is an
+        # error the restore reports (BadInput), never a partial list of entries
+        if sum(len(m) + len(n) + 22 for m, n, _i in recs) != len(data):
+            raise pygit2.GitError(f"tree {raw.hex()} is corrupt: not a sequence of tree records")
+        out = {n: (m, i) for m, n, i in recs}
+        if len(out) != len(recs):  # a hand-made tree may name an entry twice; libgit2 lists both
+            out = {}
+            for m, n, i in recs:
+                k, j = n, 0
+                while k in out:  # NUL never occurs in a name: the key stays apart, `real` strips it
+                    j += 1
+                    k = n + b"\0" + str(j).encode()
+                out[k] = (m, i)
+        return out
+
+    def real(n: bytes) -> bytes:
+        return n.partition(b"\0")[0]
+
+    def is_tree(mode: bytes) -> bool:  # by value: a hand-made tree may write 040000
+        return mode == b"40000" or int(mode, 8) == 0o40000
 
     def one(name: bytes, e, status: str) -> None:
         mode, raw = int(e[0], 8), e[1]
@@ -728,9 +748,9 @@ def tree_deltas(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree,
             out.append((name, 1, status, None, 0, pygit2.Oid(raw=raw), mode))
 
     def side(e, name: bytes, status: str) -> None:
-        if e[0] == TREE:
+        if is_tree(e[0]):
             for n, sub in entries(e[1]).items():
-                side(sub, name + b"/" + n, status)
+                side(sub, name + b"/" + real(n), status)
         else:
             one(name, e, status)
 
@@ -738,13 +758,13 @@ def tree_deltas(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree,
         olds = a
         for n, e in b.items():
             o = olds.pop(n, None)
-            name = prefix + n
+            if o == e:
+                continue
+            name = prefix + real(n)
             if o is None:
                 side(e, name, "A")
                 continue
-            if o == e:
-                continue
-            o_tree, e_tree = o[0] == TREE, e[0] == TREE
+            o_tree, e_tree = is_tree(o[0]), is_tree(e[0])
             if o_tree and e_tree:
                 walk(entries(o[1]), entries(e[1]), name + b"/")
                 continue
@@ -761,7 +781,7 @@ def tree_deltas(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree,
                 one(name, o, "D")
                 one(name, e, "A")
         for n, o in olds.items():
-            side(o, prefix + n, "D")
+            side(o, prefix + real(n), "D")
 
     walk(entries(_as_tree(repo, old).id.raw), entries(_as_tree(repo, new).id.raw), b"")
     out.sort(key=lambda x: (x[0], x[1]))
