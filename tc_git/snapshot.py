@@ -173,7 +173,10 @@ class _Run:
         self.changed = 0
         self.done = 0
         self.writer = None  # packwriter.PackWriter during a first snapshot
-        self.pending: list = []  # (rel, raw id, packed stat) waiting for the writer's pack
+        # paths waiting for the writer's pack, and for each a record of its raw id and packed stat
+        # (84 bytes in one buffer: tuples of objects cost ~300 bytes a file, 15 MiB at 50k)
+        self.pending: list[str] = []
+        self.pending_recs = bytearray()
         self._stats: dict[str, tuple] | None = None
         self._dirs: set[str] | None = None
         self._dir_memo: dict[str, bool] = {}  # is_tracked_dir answers (as the index was when asked)
@@ -420,7 +423,8 @@ class _Run:
         try:
             if self.writer is not None:  # indexed once the pack is in place (libgit2 checks the blob exists)
                 # packed: a stat_result costs ~600 B, 30 MiB at 50k files (issue 14's memory bound)
-                self.pending.append((rel, self.writer.add_blob(data).raw, _LiteStat.pack(st)))
+                self.pending_recs += self.writer.add_blob(data).raw + _LiteStat.pack(st)
+                self.pending.append(rel)
             else:
                 oid = self.repo.create_blob(data)
                 _index_add(self.idx, rel, oid, st)
@@ -447,8 +451,10 @@ class _Run:
             self.edits[rel] = None
         if self.writer is not None:
             self.writer.finish()  # blobs in the object database before the index and trees name them
-            for rel, raw, packed in self.pending:
-                oid, st = pygit2.Oid(raw=raw), _LiteStat.unpack(packed)
+            recs = memoryview(self.pending_recs)
+            for i, rel in enumerate(self.pending):
+                rec = recs[i * _PENDING:(i + 1) * _PENDING]
+                oid, st = pygit2.Oid(raw=bytes(rec[:20])), _LiteStat.unpack(rec[20:])
                 if rel not in self.left:
                     try:
                         _index_add(self.idx, rel, oid, st)
@@ -490,6 +496,7 @@ def _take(repo: pygit2.Repository, policy: Policy, progress, pack, paths=None, w
     with policy.one_allowlist():
         for rel in dict.fromkeys(cands):
             run.refresh(rel)
+    cands = None  # (a first snapshot's 50k names: not held through finish's peak)
     return run.finish(pack, t0, scan, partial=paths is not None, base=base)
 
 
@@ -576,7 +583,7 @@ class _LiteStat(NamedTuple):
                           st.st_uid & m, st.st_gid & m)
 
     @staticmethod
-    def unpack(b: bytes) -> _LiteStat:
+    def unpack(b) -> _LiteStat:
         return _LiteStat(*_LITE.unpack(b))
 
     @property
@@ -585,6 +592,7 @@ class _LiteStat(NamedTuple):
 
 
 _LITE = struct.Struct("<QQqqQQQQ")
+_PENDING = 20 + _LITE.size  # a pending record: raw blob id, packed stat
 
 
 def _index_add(idx: pygit2.Index, rel: str, oid: pygit2.Oid, st) -> None:
