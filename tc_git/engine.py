@@ -27,16 +27,26 @@ from .errors import BadInput, Conflict, NotFound, TaskClosed
 from .policy import Policy, validate_excludes
 from .refs import POINTER_FILE
 from .results import (
+    BranchResult,
     CaptureResult,
+    CheckoutResult,
+    CompressResult,
     EntryView,
+    EventsResult,
     GitInfo,
     InitResult,
+    MarkdownResult,
+    MilestoneInfo,
+    RecordResult,
+    ReplayResult,
     RestoreResult,
     ResumeResult,
     SaveResult,
+    SessionsResult,
     ShowResult,
     SwitchResult,
     TaskInfo,
+    TrajectoryDiffResult,
 )
 from .secrets import redact_fields
 from .store import Store, atomic_write, check_root, locate
@@ -367,7 +377,7 @@ class Engine:
         raise NotFound(f"nothing to undo: task {tl.task_id} has no applied restore or import")
 
     # ------------------------------------------------------------------ compress
-    def compress(self, keep_seconds: int = 604800, minimum: int = 20, maximum: int = 50) -> dict:
+    def compress(self, keep_seconds: int = 604800, minimum: int = 20, maximum: int = 50) -> CompressResult:
         from .compress import compress_task
 
         for name, v, lo in (("keep_seconds", keep_seconds, 0), ("minimum", minimum, 0), ("maximum", maximum, 1)):
@@ -377,7 +387,10 @@ class Engine:
         with self.store.lock():
             tl = self._timeline()
             result = compress_task(self.store, tl, keep_seconds, minimum, maximum, self.progress)
-        return {**result, "keep_seconds": keep_seconds, "minimum": minimum, "maximum": maximum}
+        return {"converted": result["converted"], "eligible": result["eligible"], "already_gone": result["already_gone"],
+                "bytes_freed": result["bytes_freed"], "bytes_before": result["bytes_before"],
+                "bytes_after": result["bytes_after"], "packed_objects": result["packed_objects"],
+                "keep_seconds": keep_seconds, "minimum": minimum, "maximum": maximum}
 
     # ------------------------------------------------------------------ handoff layer
     # tc_git/handoff/ takes the store and returns data; the engine composes the rest.
@@ -476,7 +489,7 @@ class Engine:
             return None
 
     def record(self, transcript: str | None = None, steps=None, milestone: str | None = None,
-               agent: str | None = None, session: str | None = None, fmt: str | None = None) -> dict:
+               agent: str | None = None, session: str | None = None, fmt: str | None = None) -> RecordResult:
         """Record a transcript file (Claude Code / Codex / JSON steps) or steps given inline.
 
         Idempotent and incremental. With `milestone`, names the recorded tip and links it to
@@ -518,7 +531,7 @@ class Engine:
         with self.store.lock():
             res = recording.record_in(self.store, tr)
             tip = res.branches.get("main") or next(iter(res.branches.values()), None)
-            out = {"session": res.session, "events": res.events, "new_commits": res.new_commits,
+            out: RecordResult = {"session": res.session, "events": res.events, "new_commits": res.new_commits,
                    "branches": res.branches, "tip": tip, "skipped": res.skipped,
                    "malformed": res.malformed, "redactions": res.redactions,
                    "unknown_types": res.unknown_types, "milestone": None}
@@ -528,13 +541,15 @@ class Engine:
             recording.remember(self.store, fingerprint, out)
         return out
 
-    def _with_milestone(self, out: dict, milestone: str) -> dict:
-        with self.store.lock():
-            out["milestone"] = self._milestone_locked(milestone, out["tip"], out["session"], "")
+    def _with_milestone(self, out: RecordResult, milestone: str) -> RecordResult:
+        tip = out["tip"]
+        if tip:  # as when recorded: a milestone names the recorded tip, if there is one
+            with self.store.lock():
+                out["milestone"] = self._milestone_locked(milestone, tip, out["session"], "")
         return out
 
     def _milestone_locked(self, name: str, event: str, session: str | None, message: str,
-                          force: bool = False) -> dict:
+                          force: bool = False) -> MilestoneInfo:
         from . import trajectory as T
 
         code = None
@@ -552,7 +567,7 @@ class Engine:
         return {"name": m.name, "event": m.event, "session": m.session, "code_commit": m.code_commit,
                 "message": m.message, "redacted": redacted}
 
-    def milestone(self, name: str, at: str, message: str = "", force: bool = False) -> dict:
+    def milestone(self, name: str, at: str, message: str = "", force: bool = False) -> MilestoneInfo:
         """Name an event (a session, branch, milestone or event id) and link the code of now."""
         from . import trajectory as T
 
@@ -563,7 +578,7 @@ class Engine:
             ev = T.resolve(self.repo, at)
             return self._milestone_locked(name, str(ev.id), None, message, force)
 
-    def sessions(self) -> dict:
+    def sessions(self) -> SessionsResult:
         """This workspace's sessions and milestones, then those the hooks recorded for this
         project into the user-level store (`store: "user"`)."""
         out = self.sessions_here()
@@ -580,7 +595,7 @@ class Engine:
             out["user_store"] = str(user.store.path)
         return out
 
-    def sessions_here(self) -> dict:
+    def sessions_here(self) -> SessionsResult:
         """Sessions and milestones of this store only."""
         from . import trajectory as T
 
@@ -593,7 +608,7 @@ class Engine:
                            for m in T.list_milestones(self.repo)],
         }
 
-    def trajectory_log(self, point: str, limit: int = 50, offset: int = 0, oldest_first: bool = False) -> dict:
+    def trajectory_log(self, point: str, limit: int = 50, offset: int = 0, oldest_first: bool = False) -> EventsResult:
         from . import trajectory as T
 
         self._require_store()
@@ -602,7 +617,7 @@ class Engine:
                 "next_offset": offset + len(entries) if offset + len(entries) < total else None}
 
     def checkout(self, point: str, restore_code: bool = False, apply: bool = False, limit: int = 200,
-                 paths=None) -> dict:
+                 paths=None) -> CheckoutResult:
         """The conversation up to a milestone or event; optionally the code of that moment,
         through the normal previewed, undoable restore."""
         from . import trajectory as T
@@ -612,7 +627,7 @@ class Engine:
         self._require_store()
         co = T.checkout(self.repo, point)
         msgs = co.messages
-        out = {"point": point, "event": co.event, "messages": msgs[-limit:], "total": len(msgs),
+        out: CheckoutResult = {"point": point, "event": co.event, "messages": msgs[-limit:], "total": len(msgs),
                "omitted": max(0, len(msgs) - limit), "code_commit": co.code_commit,
                "milestones": list(co.milestones), "restore": None}
         if restore_code:
@@ -638,7 +653,7 @@ class Engine:
         raise NotFound(f"code commit {commit[:12]} is not in the active task {tl.task_id}; "
                        "switch to the task it belongs to first")
 
-    def export_markdown(self, point: str, out: str | None = None) -> dict:
+    def export_markdown(self, point: str, out: str | None = None) -> MarkdownResult:
         from . import trajectory as T
 
         validate.path_arg(out, "out", required=False)
@@ -650,7 +665,7 @@ class Engine:
             return {"point": point, "path": str(p), "bytes": len(text.encode())}
         return {"point": point, "markdown": text, "bytes": len(text.encode())}
 
-    def branch(self, name: str, at: str, session: str | None = None) -> dict:
+    def branch(self, name: str, at: str, session: str | None = None) -> BranchResult:
         from . import trajectory as T
 
         validate.title(name, "name"), validate.title(at, "at")
@@ -659,7 +674,7 @@ class Engine:
             ref = T.branch(self.repo, name, at, session=session)
         return {"ref": ref, "at": str(self.repo.references[ref].target)}
 
-    def trajectory_diff(self, a: str, b: str, limit: int = 100) -> dict:
+    def trajectory_diff(self, a: str, b: str, limit: int = 100) -> TrajectoryDiffResult:
         from . import trajectory as T
 
         self._require_store()
@@ -668,7 +683,7 @@ class Engine:
         return {"a": d.a, "b": d.b, "base": d.base, "only_a": d.only_a[:limit], "only_b": d.only_b[:limit],
                 "only_a_total": len(d.only_a), "only_b_total": len(d.only_b), "code": code}
 
-    def replay(self, point: str, mode: str = "messages", limit: int = 200) -> dict:
+    def replay(self, point: str, mode: str = "messages", limit: int = 200) -> ReplayResult:
         """`messages`: the message list to seed a new session; `code`: the code state at each
         event; `verify`: re-apply the recorded file edits to the first linked code state and
         compare with the last."""

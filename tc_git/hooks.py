@@ -30,7 +30,8 @@ import json
 import os
 import sys
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from .discover import find_workspace, store_dir  # stdlib-only: the hook entry loads no pygit2
 from .jsonsafe import one_line
@@ -256,9 +257,9 @@ def on_pre_compact(event: dict, place: Place, agent: str) -> dict | None:
         except Exception as exc:  # a closed task still gets its transcript recorded
             log(place.store, f"PreCompact capture skipped: {exc}")
     # Engine.record: idempotent, incremental; names the recorded tip and links the code of now
-    res = e.record(transcript=tp, milestone=e.precompact_name(session))
-    m = res.get("milestone")
-    log(place.store, f"PreCompact: recorded {res['session']} ({res['events']} events, {res['new_commits']} new); "
+    rec = e.record(transcript=tp, milestone=e.precompact_name(session))
+    m = rec.get("milestone")
+    log(place.store, f"PreCompact: recorded {rec['session']} ({rec['events']} events, {rec['new_commits']} new); "
                      + (f"milestone {m['name']} at {m['event'][:10]}" if m else "no events yet, no milestone"))
     return None
 
@@ -331,7 +332,7 @@ def worker(payload: dict) -> int:
     return 0
 
 
-def _unknown(res: dict) -> str:
+def _unknown(res: Mapping[str, Any]) -> str:
     unknown = res.get("unknown_types") or {}
     return ("; unknown line types skipped: " + ", ".join(f"{k} x{v}" for k, v in sorted(unknown.items()))
             if unknown else "")

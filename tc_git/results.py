@@ -219,3 +219,111 @@ class RestoreResult(TypedDict):
     restore_id: NotRequired[str]
     check: NotRequired[RestoreCheck]
     git: NotRequired[GitWatch]  # restore and undo: the user's git directory was left alone
+
+
+class CompressResult(TypedDict):
+    converted: int  # drifts dropped from the timeline
+    eligible: int
+    already_gone: int
+    bytes_freed: int
+    bytes_before: int
+    bytes_after: int
+    packed_objects: int
+    keep_seconds: int
+    minimum: int
+    maximum: int
+
+
+# ---------------------------------------------------------------------------- trajectory
+# Reads a workspace store cannot answer are asked of the user-level store; their result then
+# carries `store: "user"` (Engine._or_user_store).
+class MilestoneInfo(TypedDict):
+    name: str
+    event: str
+    session: str | None
+    code_commit: str | None  # the code of that moment (the active task's head), if any
+    message: str
+    redacted: list[dict[str, Any]]
+
+
+class RecordResult(TypedDict):
+    session: str
+    events: int
+    new_commits: int
+    branches: dict[str, str]  # branch -> tip commit
+    tip: str | None
+    skipped: int
+    malformed: int
+    redactions: int
+    unknown_types: dict[str, int]
+    milestone: NotRequired[MilestoneInfo | None]
+    unchanged_file: NotRequired[bool]  # the same bytes as last time: nothing was read again
+
+
+class SessionsResult(TypedDict):
+    sessions: list[dict[str, Any]]
+    milestones: list[dict[str, Any]]
+    user_store: NotRequired[str]
+
+
+class EventsResult(TypedDict):
+    point: str
+    events: list[dict[str, Any]]
+    total: int
+    next_offset: int | None
+    store: NotRequired[str]
+
+
+class CheckoutResult(TypedDict):
+    point: str
+    event: str
+    messages: list[dict[str, Any]]
+    total: int
+    omitted: int
+    code_commit: str | None
+    milestones: list[str]
+    restore: RestoreResult | None
+    store: NotRequired[str]
+    git: NotRequired[GitWatch]
+
+
+class MarkdownResult(TypedDict):
+    point: str
+    bytes: int
+    markdown: NotRequired[str]  # without `out`
+    path: NotRequired[str]  # with `out`: where it was written
+    store: NotRequired[str]
+
+
+class BranchResult(TypedDict):
+    ref: str
+    at: str
+
+
+class TrajectoryDiffResult(TypedDict):
+    a: str
+    b: str
+    base: str | None
+    only_a: list[dict[str, Any]]
+    only_b: list[dict[str, Any]]
+    only_a_total: int
+    only_b_total: int
+    code: dict[str, Any] | None
+    store: NotRequired[str]
+
+
+class ReplayResult(TypedDict):
+    point: str
+    mode: str  # messages | code | verify: the keys below are those of the mode
+    total: NotRequired[int]
+    messages: NotRequired[list[dict[str, Any]]]
+    states: NotRequired[list[dict[str, Any]]]
+    ok: NotRequired[bool]
+    applied: NotRequired[int]
+    skipped: NotRequired[int]
+    first_difference: NotRequired[str | None]
+    reason: NotRequired[str | None]
+    base: NotRequired[str]
+    recorded: NotRequired[str]
+    differences: NotRequired[list[str]]
+    store: NotRequired[str]

@@ -6,6 +6,7 @@ every key a result carries is declared, every required key is there, nested type
 """
 from __future__ import annotations
 
+import json
 import subprocess
 from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
@@ -16,7 +17,10 @@ from tc_git.engine import Engine
 
 # MCP tool -> the engine method it calls (mcp_server.py); the tools whose result is a typed dict
 TOOLS = {"tc_init": "init", "tc_save": "save", "tc_resume": "resume", "tc_show": "show",
-         "tc_restore": "restore", "tc_capture": "capture", "tc_switch": "switch"}
+         "tc_restore": "restore", "tc_capture": "capture", "tc_switch": "switch", "tc_compress": "compress",
+         "tc_record": "record", "tc_sessions": "sessions", "tc_milestone": "milestone", "tc_events": "trajectory_log",
+         "tc_checkout": "checkout", "tc_markdown": "export_markdown", "tc_branch": "branch",
+         "tc_trajectory_diff": "trajectory_diff", "tc_replay": "replay"}
 
 
 def _unwrap(fn):
@@ -131,8 +135,28 @@ def test_engine_results_carry_exactly_their_declared_keys(tmp_path, monkeypatch)
     second = run("init", "other")
     assert second["prev_suspended"] == first["task_id"]
     run("switch", first["task_id"])
+    # the trajectory side: recorded steps, a milestone linked to the code, every read of them
+    steps = [{"role": "user", "content": "add a line"}, {"role": "assistant", "content": "done"}]
+    rec = run("record", steps=steps, session="s1", milestone="m1")
+    assert rec["milestone"] and rec["milestone"]["code_commit"], rec
+    transcript = tmp_path / "steps.json"
+    transcript.write_text(json.dumps(steps + [{"role": "user", "content": "and another"}]))
+    run("record", transcript=str(transcript), fmt="steps", session="s2")
+    assert run("record", transcript=str(transcript), fmt="steps", session="s2")["unchanged_file"]
+    run("milestone", "m2", at=rec["tip"], message="second name")
+    run("sessions")
+    run("trajectory_log", "m1")
+    run("checkout", "m1")
+    assert run("checkout", "m1", restore_code=True)["restore"] is not None
+    run("export_markdown", "m1")
+    assert run("export_markdown", "m1", out="m1.md")["path"].endswith("m1.md")
+    run("branch", "alt", at="m1")
+    run("trajectory_diff", "m1", "m2")
+    for mode in ("messages", "code"):
+        run("replay", "m1", mode=mode)
+    run("compress", keep_seconds=0, minimum=0)
     # every declared result was seen, and the user-repo report with it
-    assert {"init", "save", "capture", "resume", "show", "log", "tasks", "restore", "undo", "switch"} <= set(got)
+    assert set(TOOLS.values()) | {"log", "tasks", "undo"} <= set(got)
     assert any(r["git"]["ok"] for r in got["save"]), got["save"]
     assert any("git" in r for r in got["restore"])
     assert got["save"][0]["skipped_paths"], "the .env file is left out and said so"

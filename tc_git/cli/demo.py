@@ -131,9 +131,9 @@ def run_demo(keep: bool = False) -> dict:
         say()
 
         say("4. Hand the work over: one git bundle, picked up in a second workspace")
-        r = e.export(str(out_dir))
-        bundle = Path(r["path"])
-        cmd(f"export {out_dir.name}/", f"{bundle.name} ({r['bytes'] // 1024 + 1} KB) + HANDOFF.md")
+        ex = e.export(str(out_dir))
+        bundle = Path(ex["path"])
+        cmd(f"export {out_dir.name}/", f"{bundle.name} ({ex['bytes'] // 1024 + 1} KB) + HANDOFF.md")
         e2 = Engine(ws2)
         r2 = e2.import_(str(bundle), apply=True)
         same = (ws2 / "app.py").read_text() == APP_V2 and (ws2 / "test_app.py").is_file()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from .. import mempack
+from .. import mempack, results
 from ..refs import session_ref
 from .recorder import RecordResult, publish, record, session_name
 
@@ -28,23 +28,25 @@ def file_key(path: Path, fmt, session, agent) -> tuple[str, str]:
     return hashlib.sha1(args.encode("utf-8", "surrogateescape")).hexdigest(), h.hexdigest()
 
 
-def unchanged(store, fingerprint: tuple[str, str]) -> dict | None:
-    """The earlier result for these very bytes, if every branch it names is still where it was."""
+def unchanged(store, fingerprint: tuple[str, str]) -> results.RecordResult | None:
+    """The earlier result for these very bytes (what `remember` kept: the engine's record result
+    without its milestone), if every branch it names is still where it was."""
     if not store.exists:
         return None
     key, digest = fingerprint
     prev = store.read_json(CACHE, {}).get(key)
     if not prev or prev.get("sha1") != digest:
         return None
-    out = prev["result"]
+    out: results.RecordResult = prev["result"]  # a fresh object, read from the cache file
     prefix = session_ref(out['session'])
     refs = store.repo.references
     if any(str(refs[prefix + b].target) != t if prefix + b in refs else True for b, t in out["branches"].items()):
         return None  # moved or deleted since: record properly
-    return dict(out, new_commits=0, milestone=None, unchanged_file=True)
+    out["new_commits"], out["milestone"], out["unchanged_file"] = 0, None, True
+    return out
 
 
-def remember(store, fingerprint: tuple[str, str], out: dict) -> None:
+def remember(store, fingerprint: tuple[str, str], out: results.RecordResult) -> None:
     """Keep `out` as the result for these bytes (the newest CACHE_ENTRIES files). Takes the lock."""
     key, digest = fingerprint
     with store.lock():
