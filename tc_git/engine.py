@@ -33,10 +33,13 @@ from .results import (
     CompressResult,
     EntryView,
     EventsResult,
+    ExportResult,
     GitInfo,
     InitResult,
     MarkdownResult,
     MilestoneInfo,
+    PullResult,
+    PushResult,
     RecordResult,
     ReplayResult,
     RestoreResult,
@@ -394,7 +397,7 @@ class Engine:
 
     # ------------------------------------------------------------------ handoff layer
     # tc_git/handoff/ takes the store and returns data; the engine composes the rest.
-    def export(self, to, since=None, task_id: str | None = None) -> dict:
+    def export(self, to, since=None, task_id: str | None = None) -> ExportResult:
         """Write `<task>.bundle` (v2) + HANDOFF.md; unsaved work is captured first."""
         from .handoff import bundles
 
@@ -467,13 +470,13 @@ class Engine:
             return {"applied": False, "error": err.message}
         return None
 
-    def push(self, remote: str | None = None) -> dict:
+    def push(self, remote: str | None = None) -> PushResult:
         from .handoff import remotes
 
         self._require_store()
         return remotes.push(self.store, remote)
 
-    def pull(self, remote: str | None = None) -> dict:
+    def pull(self, remote: str | None = None) -> PullResult:
         from .handoff import remotes
 
         return remotes.pull(self.store, remote, verify=not self._git_watched and not _env_off("TC_GIT_VERIFY"),

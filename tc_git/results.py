@@ -327,3 +327,41 @@ class ReplayResult(TypedDict):
     recorded: NotRequired[str]
     differences: NotRequired[list[str]]
     store: NotRequired[str]
+
+
+# ---------------------------------------------------------------------------- handoff
+# What handoff.bundles.export wrote (functional form: `continue`, the command that picks the work
+# up, is a keyword); `prerequisites` are commits the receiver must hold (an incremental bundle).
+BundleExport = TypedDict("BundleExport", {
+    "task_id": str, "path": str, "handoff": str, "refs": dict[str, str], "prerequisites": list[str],
+    "incremental": bool, "objects": int, "bytes": int, "seconds": float, "continue": str,
+    "note": NotRequired[str],
+})
+
+
+class ExportResult(BundleExport):
+    captured: str | None  # the drift unsaved work became first, if any
+
+
+class PushResult(TypedDict):
+    remote: str
+    ok: bool
+    pushed: list[str]
+    remote_ahead: list[str]
+    conflicts: dict[str, str]
+    notes: str
+    up_to_date: int
+
+
+class PullResult(TypedDict):
+    remote: str
+    ok: bool
+    created: list[str]
+    fast_forwarded: list[str]
+    local_ahead: list[str]
+    conflicts: dict[str, str]
+    notes: str
+    store_created: bool
+    active_task_moved: bool
+    git: GitInfo | GitWatch | None  # the mirror of the moved tasks, or only the guard's verdict
+    hint: str | None

@@ -20,7 +20,8 @@ TOOLS = {"tc_init": "init", "tc_save": "save", "tc_resume": "resume", "tc_show":
          "tc_restore": "restore", "tc_capture": "capture", "tc_switch": "switch", "tc_compress": "compress",
          "tc_record": "record", "tc_sessions": "sessions", "tc_milestone": "milestone", "tc_events": "trajectory_log",
          "tc_checkout": "checkout", "tc_markdown": "export_markdown", "tc_branch": "branch",
-         "tc_trajectory_diff": "trajectory_diff", "tc_replay": "replay"}
+         "tc_trajectory_diff": "trajectory_diff", "tc_replay": "replay",
+         "tc_export": "export", "tc_push": "push", "tc_pull": "pull"}
 
 
 def _unwrap(fn):
@@ -41,23 +42,29 @@ def _typed_dicts(tp) -> list:
 
 
 def check(value: Any, tp, where: str = "result") -> None:
-    """`value` has exactly the keys `tp` declares (required ones present), recursively."""
-    for td in _typed_dicts(tp):
-        if get_origin(tp) is list or (isinstance(value, list) and not is_typeddict(tp)):
-            for i, item in enumerate(value or []):
-                check(item, td, f"{where}[{i}]")
-            return
-        if value is None:
-            return
-        assert isinstance(value, dict), f"{where}: {type(value).__name__}, expected {td.__name__}"
-        hints = get_type_hints(td)
-        missing = td.__required_keys__ - value.keys()
-        extra = value.keys() - hints.keys()
-        assert not missing, f"{where} ({td.__name__}) lacks {sorted(missing)}"
-        assert not extra, f"{where} ({td.__name__}) carries undeclared {sorted(extra)}: declare them in results.py"
-        for k, v in value.items():
-            check(v, hints[k], f"{where}.{k}")
+    """`value` has exactly the keys `tp` declares (required ones present), recursively; for a
+    union of typed dicts (A | B | None), the keys of one of them."""
+    tds = _typed_dicts(tp)
+    if not tds or value is None:
         return
+    if get_origin(tp) is list:
+        for i, item in enumerate(value):
+            check(item, tds[0], f"{where}[{i}]")
+        return
+    assert isinstance(value, dict), f"{where}: {type(value).__name__}, expected {tds[0].__name__}"
+    errors = []
+    for td in tds:
+        hints = get_type_hints(td)
+        missing, extra = td.__required_keys__ - value.keys(), value.keys() - hints.keys()
+        if missing:
+            errors.append(f"{where} ({td.__name__}) lacks {sorted(missing)}")
+        elif extra:
+            errors.append(f"{where} ({td.__name__}) carries undeclared {sorted(extra)}: declare them in results.py")
+        else:
+            for k, v in value.items():
+                check(v, hints[k], f"{where}.{k}")
+            return
+    raise AssertionError("; ".join(errors))
 
 
 def test_every_typed_result_of_the_engine_is_declared_in_results():
@@ -155,6 +162,13 @@ def test_engine_results_carry_exactly_their_declared_keys(tmp_path, monkeypatch)
     for mode in ("messages", "code"):
         run("replay", "m1", mode=mode)
     run("compress", keep_seconds=0, minimum=0)
+    # the handoff side: a bundle, and a bare remote pushed to and pulled from
+    (tmp_path / "out").mkdir()
+    assert run("export", str(tmp_path / "out"))["path"].endswith(".bundle")
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    assert run("push", str(remote))["pushed"]
+    assert run("pull", str(remote))["ok"]
     # every declared result was seen, and the user-repo report with it
     assert set(TOOLS.values()) | {"log", "tasks", "undo"} <= set(got)
     assert any(r["git"]["ok"] for r in got["save"]), got["save"]

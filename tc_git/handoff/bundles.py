@@ -20,6 +20,7 @@ from .. import bundle as bundle_mod
 from .. import packs, validate
 from ..errors import BadInput, Conflict, NotFound
 from ..refs import NOTES_REF, task_of_ref
+from ..results import BundleExport
 from ..secrets import redact_text
 from ..store import Store
 from ..timeline import TASK_ID_RE, Timeline, entry_of, head_ref
@@ -110,7 +111,7 @@ def handoff_markdown(info: Mapping[str, Any], bundle: Path, refs: dict, incremen
     return redact_text("\n".join(lines))  # names and reasons pass the secrets engine too
 
 
-def export(store: Store, task_id: str, info: Mapping[str, Any], to, since=None) -> dict:
+def export(store: Store, task_id: str, info: Mapping[str, Any], to, since=None) -> BundleExport:
     """Write `<task>.bundle` (v2) of the task's refs and HANDOFF.md (from `info`, the task's
     resume) next to it; `since`: a bundle the receiver has, so this one is incremental."""
     dest = _bundle_path(to, task_id)
@@ -130,11 +131,14 @@ def export(store: Store, task_id: str, info: Mapping[str, Any], to, since=None) 
             prereqs = sorted(t for t in tips if t in repo and repo[t].type == ObjectType.COMMIT)
         stats = _write_bundle(repo, dest, {k: str(v) for k, v in refs.items()}, prereqs)
     md, note = _write_handoff(dest, task_id, handoff_markdown(info, dest, refs, bool(prereqs)).encode())
-    return {"task_id": task_id, "path": str(dest), "handoff": str(md), "refs": {k: str(v) for k, v in refs.items()},
-            **({"note": note} if note else {}),
-            "prerequisites": prereqs, "incremental": bool(prereqs),
-            "objects": stats["objects"], "bytes": stats["bytes"], "seconds": round(time.perf_counter() - t0, 3),
-            "continue": f"tc-git import {dest}"}
+    out: BundleExport = {
+        "task_id": task_id, "path": str(dest), "handoff": str(md), "refs": {k: str(v) for k, v in refs.items()},
+        "prerequisites": prereqs, "incremental": bool(prereqs),
+        "objects": stats["objects"], "bytes": stats["bytes"], "seconds": round(time.perf_counter() - t0, 3),
+        "continue": f"tc-git import {dest}"}
+    if note:
+        out["note"] = note
+    return out
 
 
 def _read_header(path: Path) -> bundle_mod.Header:

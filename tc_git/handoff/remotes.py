@@ -8,12 +8,12 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pygit2
 
 from ..errors import BadInput, Conflict, NotFound, Unavailable
 from ..refs import NOTES_REF, SYNC_HAVE_PREFIX, SYNC_WANT_PREFIX, is_ours, task_of_ref
+from ..results import PullResult, PushResult
 from ..store import Store
 from ..timeline import Timeline, head_ref
 from .notes import merge_notes
@@ -94,7 +94,7 @@ def _fetch_verified(store: Store, url: str, refs: dict[str, pygit2.Oid]) -> None
     store.reopen()
 
 
-def push(store: Store, remote: str | None = None) -> dict:
+def push(store: Store, remote: str | None = None) -> PushResult:
     """Send every task/session/milestone ref and the notes to a git remote (explicit refspecs)."""
     url = resolve_remote(store, remote)
     with store.lock():
@@ -138,7 +138,7 @@ def push(store: Store, remote: str | None = None) -> dict:
             "up_to_date": len(ours) - len(to_push) - len(behind) - len(conflicts)}
 
 
-def pull(store: Store, remote: str | None = None, verify: bool = True, mirror_git: bool = True) -> dict:
+def pull(store: Store, remote: str | None = None, verify: bool = True, mirror_git: bool = True) -> PullResult:
     """Fetch every task/session/milestone ref and the notes from a git remote and integrate them:
     new refs are created, fast-forwards applied, diverged notes merged, other divergence reported.
     Moved tasks are mirrored into the user's repository (`verify`, `mirror_git`: see userrepo.mirror)."""
@@ -155,7 +155,7 @@ def pull(store: Store, remote: str | None = None, verify: bool = True, mirror_gi
         raise
 
 
-def _pull(store: Store, url: str, created_store: bool, verify: bool, mirror_git: bool) -> dict:
+def _pull(store: Store, url: str, created_store: bool, verify: bool, mirror_git: bool) -> PullResult:
     with store.lock():
         repo = store.repo
         r = repo.remotes.create_anonymous(url)
@@ -166,7 +166,10 @@ def _pull(store: Store, url: str, created_store: bool, verify: bool, mirror_git:
         _fetch_verified(store, url, theirs)
         repo = store.repo
         updates: dict[str, tuple] = {}
-        report: dict[str, Any] = {"created": [], "fast_forwarded": [], "local_ahead": [], "conflicts": {}}
+        created: list[str] = []
+        fast_forwarded: list[str] = []
+        local_ahead: list[str] = []
+        conflicts: dict[str, str] = {}
         notes_state = None
         for name, oid in sorted(theirs.items()):
             ours = ref_target(repo, name)
@@ -178,21 +181,22 @@ def _pull(store: Store, url: str, created_store: bool, verify: bool, mirror_git:
             rel = relation(repo, ours, oid)
             if rel == "absent":
                 updates[name] = (ours, oid)
-                report["created"].append(name)
+                created.append(name)
             elif rel == "behind":
                 updates[name] = (ours, oid)
-                report["fast_forwarded"].append(name)
+                fast_forwarded.append(name)
             elif rel == "ahead":
-                report["local_ahead"].append(name)
+                local_ahead.append(name)
             elif rel == "diverged":
-                report["conflicts"][name] = "diverged: kept the local ref; import the remote one under a new id"
+                conflicts[name] = "diverged: kept the local ref; import the remote one under a new id"
         cas_update(repo, updates, "tc-git: pull")
         active = store.active_task()
-        moved_tasks = [n for n in report["created"] + report["fast_forwarded"] if task_of_ref(n)]
+        moved_tasks = [n for n in created + fast_forwarded if task_of_ref(n)]
         git = mirror(store, lambda repo: {n: ref_target(repo, n) for n in moved_tasks + [NOTES_REF]
                                           if ref_target(repo, n) is not None}, None, verify, mirror_git) if moved_tasks else None
-    moved = bool(active and head_ref(active) in report["fast_forwarded"])
-    return {"remote": url, "ok": not report["conflicts"], **report, "notes": notes_state or "unchanged",
+    moved = bool(active and head_ref(active) in fast_forwarded)
+    return {"remote": url, "ok": not conflicts, "created": created, "fast_forwarded": fast_forwarded,
+            "local_ahead": local_ahead, "conflicts": conflicts, "notes": notes_state or "unchanged",
             "store_created": created_store, "active_task_moved": moved, "git": git,
             "hint": _restore_hint(store.repo, active) if moved and active else None}
 
