@@ -548,3 +548,17 @@ def index_add(idx: pygit2.Index, rel: str, oid: pygit2.Oid, mode: int, st, racy_
     path = ffi.new("char[]", rel.encode("utf-8", "surrogateescape"))
     e.path = path
     check_error(C.git_index_add(idx._index, e))
+
+
+# --------------------------------------------------------------------------- libc
+def malloc_trim_fn():
+    """glibc's `malloc_trim` (heap.py gives freed pages back with it), or None (musl, macOS,
+    Windows: no such function)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
+    return fn

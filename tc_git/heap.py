@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import gc
 import os
-import sys
 import threading
 from typing import Any
 
@@ -35,16 +34,9 @@ def trim() -> bool:
     """Return free heap pages to the OS; True if the allocator had something to give back."""
     global _trim
     if _trim is None:
-        _trim = False
-        if sys.platform.startswith("linux"):
-            try:
-                import ctypes
+        from . import _native  # (every C call outside pygit2's API lives there)
 
-                fn = ctypes.CDLL(None).malloc_trim  # glibc only (musl has none)
-                fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
-                _trim = fn
-            except (OSError, AttributeError):
-                pass
+        _trim = _native.malloc_trim_fn() or False
     return bool(_trim(0)) if _trim else False
 
 
