@@ -48,7 +48,8 @@ CAPABILITIES = (PACK, INDEXER, MEMPACK, IGNORE_BYTES, INDEX_STAT)
 _SYMBOLS: dict[str, tuple[str, ...]] = {
     PACK: ("git_error_last", "git_buf_dispose", "git_revwalk_new", "git_revwalk_push", "git_revwalk_hide",
            "git_revwalk_free", "git_packbuilder_new", "git_packbuilder_free", "git_packbuilder_insert_walk",
-           "git_packbuilder_write_buf", "git_packbuilder_object_count", "git_packbuilder_set_threads"),
+           "git_packbuilder_write_buf", "git_packbuilder_object_count", "git_packbuilder_set_threads",
+           "git_packbuilder_foreach"),
     INDEXER: ("git_error_last", "git_repository_odb", "git_odb_free", "git_odb_write_pack"),
     MEMPACK: ("git_mempack_new", "git_mempack_reset", "git_mempack_write_thin_pack", "git_odb_add_backend"),
     IGNORE_BYTES: ("git_error_last", "git_ignore_path_is_ignored"),
@@ -82,6 +83,7 @@ class Progress(ctypes.Structure):  # git_indexer_progress (same as pygit2/decl/i
 _APPEND = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(Progress))
 _COMMIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(Progress))
 _FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_FOREACH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
 
 
 class _WritePack(ctypes.Structure):  # git_odb_writepack (sys/odb_backend.h)
@@ -327,6 +329,37 @@ def pack_walk(repo: pygit2.Repository, tips, hides=(), _checked: bool = True) ->
         finally:
             lg.git_buf_dispose(ctypes.byref(buf))
         return n, data
+    finally:
+        lg.git_packbuilder_free(pb)
+
+
+def pack_walk_to(repo: pygit2.Repository, tips, hides, write, _checked: bool = True) -> tuple[int, int]:
+    """`pack_walk`, the bytes handed to `write(bytes)` as libgit2 produces them (packbuilder
+    foreach), so the pack is never whole in memory (pack_walk holds it twice, libgit2's buffer
+    and its Python copy: ~36 MiB for a 50k-file export). Returns (object count, bytes)."""
+    lg = _require(PACK, _checked)
+    pb = _packbuilder(repo, tips, hides, _checked)
+    total = 0
+    failed: list[BaseException] = []
+
+    def chunk(ptr, size, _payload):
+        nonlocal total
+        try:
+            write(ctypes.string_at(ptr, size))
+            total += size
+            return 0
+        except BaseException as e:  # a full disk: libgit2 stops at a non-zero return
+            failed.append(e)
+            return -1
+
+    cb = _FOREACH(chunk)
+    try:
+        n = lg.git_packbuilder_object_count(pb)
+        rc = lg.git_packbuilder_foreach(pb, cb, None)
+        if failed:
+            raise failed[0]
+        check(rc)
+        return n, total
     finally:
         lg.git_packbuilder_free(pb)
 

@@ -79,6 +79,13 @@ def read_header(f: BinaryIO, name: str | os.PathLike = "bundle") -> Header:
 def write(f: BinaryIO, refs: dict[str, str], prerequisites: list[tuple[str, str]], pack: bytes) -> int:
     """Write a v2 bundle to `f`: `refs` (name -> oid hex), `prerequisites` ((oid hex, subject):
     what the receiver must hold already), then the pack. Returns the bytes written."""
+    head = write_header(f, refs, prerequisites)
+    f.write(pack)
+    return head + len(pack)
+
+
+def write_header(f: BinaryIO, refs: dict[str, str], prerequisites: list[tuple[str, str]]) -> int:
+    """A v2 bundle's header (the pack follows it); returns its length."""
     lines = [SIG_V2]
     for oid, subject in prerequisites:
         lines.append(f"-{oid} {subject}".rstrip().encode("utf-8", "surrogateescape") + b"\n")
@@ -86,5 +93,4 @@ def write(f: BinaryIO, refs: dict[str, str], prerequisites: list[tuple[str, str]
         lines.append(f"{refs[name]} {name}\n".encode())
     lines.append(b"\n")
     f.writelines(lines)
-    f.write(pack)
-    return sum(map(len, lines)) + len(pack)
+    return sum(map(len, lines))

@@ -55,6 +55,15 @@ class Pack:
             self._builder(objs).write(td)
             return len(objs), Path(glob.glob(os.path.join(td, "pack-*.pack"))[0]).read_bytes()
 
+    def write_to(self, write) -> tuple[int, int]:
+        """The pack's bytes to `write(bytes)`, streamed where native (a bundle's file);
+        returns (object count, bytes written)."""
+        if self.native:
+            return _native.pack_walk_to(self.repo, self.tips, self.hides, write)
+        count, data = self.data()
+        write(data)
+        return count, len(data)
+
     def write_dir(self, pack_dir: str | os.PathLike) -> int:
         """Write the pack and its index into `pack_dir` (a repository's objects/pack); returns the
         object count (0: nothing written). libgit2 cannot push into a non-bare repository."""

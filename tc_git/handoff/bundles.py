@@ -153,12 +153,15 @@ def _write_bundle(repo: pygit2.Repository, path: Path, refs: dict[str, str], pre
     """Write a v2 bundle of `refs` (name -> oid) to `path` (complete or absent: a temporary
     file renamed), leaving out what `prerequisites` reach."""
     prereq = [str(p) for p in prerequisites]
-    n, pack = packs.build(repo, refs.values(), prereq).data()
+    pack = packs.build(repo, refs.values(), prereq)
     subjects = [(p, repo[p].peel(pygit2.Commit).message.split("\n", 1)[0] if p in repo else "") for p in prereq]
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
-            size = bundle_mod.write(f, refs, subjects, pack)
+            # the pack streamed behind the header: never whole in memory (issue 14)
+            head = bundle_mod.write_header(f, refs, subjects)
+            n, size = pack.write_to(f.write)
+            size += head
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
