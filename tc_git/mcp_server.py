@@ -741,6 +741,19 @@ def warm() -> None:
     except Exception:  # the first tool call reports it
         log.debug("engine import failed", exc_info=True)
     heap.freeze()  # what start-up loaded is never garbage: per-call collections skip it
+    _release_idle_secrets_engine()
+
+
+def _release_idle_secrets_engine() -> None:
+    """The credential engine (~45 MiB) is dropped after TC_SECRETS_IDLE seconds (300) unused."""
+    from . import secrets
+
+    try:
+        idle = float(os.environ.get("TC_SECRETS_IDLE", "300"))
+    except ValueError:
+        idle = 300.0
+    if idle > 0:
+        secrets.release_when_idle(idle)
 
 
 def cache_payload(server: TcServer) -> dict:
@@ -868,6 +881,7 @@ def main(argv=None) -> None:
     server = build_server()
     _write_fast_cache(server)
     heap.freeze()
+    _release_idle_secrets_engine()
     log.info("tc-mcp %s on stdio (pid %d)", __version__, os.getpid())
     _PREBUILT[:] = [server]
     wire_in, wire_out = mcp_wire.claim_wire()

@@ -149,3 +149,29 @@ async def test_server_memory_stays_flat_over_calls(tmp_path):
             await call("tc_resume")
         grown = _children_rss()[server] - heap_settled
     assert grown < 12 << 20, f"the server grew by {grown / 2**20:.1f} MiB over 30 calls"
+
+
+def test_idle_secrets_engine_is_released_and_comes_back(monkeypatch):
+    """The MCP server drops the credential engine (~45 MiB) once unused for TC_SECRETS_IDLE
+    seconds; the next credential-shaped text loads it again and is still caught."""
+    import time
+
+    from tc_git import secrets
+
+    monkeypatch.delenv("TC_SECRETS_ENGINE", raising=False)
+    from secret_samples import SAMPLES
+
+    token = next(t for k, t, _n in SAMPLES if "github" in k).encode()  # generated, not a real credential
+    if secrets._load_engine() is None:
+        pytest.skip(f"secrets engine unavailable: {secrets.engine_name()}")
+    try:
+        secrets.release_when_idle(0.2)
+        assert secrets.find(token)
+        deadline = time.monotonic() + 10
+        while secrets._engine and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert secrets._engine is None, "the idle engine was not released"
+        assert secrets.find(token), "a credential after the release is still found"
+        assert secrets._engine, "and the engine is loaded again for it"
+    finally:
+        secrets._idle_after = None  # the watcher thread ends
