@@ -763,11 +763,12 @@ def tree_deltas(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree,
     read = repo.odb.read
 
     def entries(raw: bytes) -> dict[bytes, tuple[bytes, bytes]]:
-        data = read(pygit2.Oid(raw=raw))[1]
+        kind, data = read(pygit2.Oid(raw=raw))[:2]
         recs = _TREE_ENTRY.findall(data)
         # every byte must belong to a record, as libgit2's parser demands: a tampered tree is an
-        # error the restore reports (BadInput), never a partial list of entries
-        if sum(len(m) + len(n) + 22 for m, n, _i in recs) != len(data):
+        # error the restore reports (BadInput), never a partial list of entries; and a tree
+        # entry must name a tree (libgit2: "the requested type does not match")
+        if kind != pygit2.enums.ObjectType.TREE or sum(len(m) + len(n) + 22 for m, n, _i in recs) != len(data):
             raise pygit2.GitError(f"tree {raw.hex()} is corrupt: not a sequence of tree records")
         out = {n: (m, i) for m, n, i in recs}
         if len(out) != len(recs):  # a hand-made tree may name an entry twice; libgit2 lists both
