@@ -383,3 +383,10 @@ def test_view_merges_the_user_level_store(tmp_path, capsys, monkeypatch):
     empty.mkdir()
     assert tc_main(["-C", str(empty), "view"]) == 2  # nothing recorded for it anywhere
     assert "nothing to view" in capsys.readouterr().err
+    # a session in both stores (recorded by the hooks before `tc init`, then into the task's store)
+    # is shown once, from the workspace store
+    again = e.record(transcript=str(TRANSCRIPTS / "claude-daaain-1.jsonl"))
+    assert again["session"] == mine["session"]
+    r = tc("-C", str(proj), "view", "-o", str(tmp_path / "both.html"), capsys=capsys)
+    assert sorted(r["sessions"]) == sorted([own["session"], mine["session"]]) and "user_sessions" not in r
+    assert [s.get("store") for s in page(r["path"])["sessions"]] == [None, None]
