@@ -363,10 +363,8 @@ def _worth_loading(data: bytes) -> bool:
     return False
 
 
-def _engine_spans(data: bytes):
-    if not _worth_loading(data):
-        return
-    eng = _load_engine()
+def _engine_spans(data: bytes, eng):
+    """The engine's findings in `data` (`eng`: the loaded engine, None: nothing to do)."""
     if eng is None:
         return
     for f in eng.scan(data):
@@ -428,8 +426,10 @@ def find(data: bytes, path: str | None = None, allow=None, wide: bool = False) -
         return []
     spans = []
     seen = set()
-    eng = _load_engine() if _worth_loading(data) else True  # True: not needed for this text
-    for gen in (_engine_spans(data) if eng else (), _builtin(data) if wide or not eng else (),
+    # the start-up guard once per text (it ran twice: 1 s of a 50k-file first save)
+    worth = _worth_loading(data)
+    eng = _load_engine() if worth else True  # True: not needed for this text
+    for gen in (_engine_spans(data, eng if worth else None) if eng else (), _builtin(data) if wide or not eng else (),
                 _pem(data), _generic(data)):
         for rule, s, e in gen:
             if (s, e) in seen:
