@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import subprocess
@@ -46,6 +47,31 @@ def git(store, *args, input: bytes | None = None, check: bool = True, cwd=None) 
     if check and r.returncode != 0:
         raise AssertionError(f"{' '.join(map(str, cmd))} failed ({r.returncode}): {r.stderr.decode(errors='replace')}")
     return r.stdout
+
+
+def git_tree(ws: Path, store: Path) -> str:
+    """What stock git says the workspace's tree is (a fresh index: no stat cache involved)."""
+    with tempfile.TemporaryDirectory() as d:
+        env = clean_env(GIT_INDEX_FILE=os.path.join(d, "index"), GIT_DIR=str(store), GIT_WORK_TREE=str(ws))
+        subprocess.run(["git", "add", "-A"], env=env, check=True, capture_output=True, cwd=ws)
+        return subprocess.run(["git", "write-tree"], env=env, check=True, capture_output=True,
+                              cwd=ws).stdout.decode().strip()
+
+
+@contextlib.contextmanager
+def local_http(handler):
+    """A real HTTP server on loopback, serving `handler` on its own thread (the fake model
+    endpoints the Claude Code and Codex CLIs are pointed at); yields its port."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def fsck(store) -> None:

@@ -22,11 +22,10 @@ import hashlib
 import http.server
 import json
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
-from conftest import TRANSCRIPTS, clean_env
+from conftest import TRANSCRIPTS, clean_env, local_http
 
 from tc_git import trajectory as T
 from tc_git.store import Store
@@ -94,14 +93,8 @@ def claude():
 @pytest.fixture
 def fake_api():
     _FakeMessages.requests = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeMessages)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield server.server_address[1], _FakeMessages.requests
-    finally:
-        server.shutdown()
-        server.server_close()
+    with local_http(_FakeMessages) as port:
+        yield port, _FakeMessages.requests
 
 
 def _blocks(role: str, content) -> list[tuple]:

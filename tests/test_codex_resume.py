@@ -17,11 +17,10 @@ import json
 import os
 import re
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
-from conftest import TRANSCRIPTS, npm_cli
+from conftest import TRANSCRIPTS, local_http, npm_cli
 
 from tc_git import trajectory as T
 from tc_git.store import Store
@@ -67,14 +66,8 @@ def codex():
 @pytest.fixture
 def fake_api():
     _FakeResponses.requests = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeResponses)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield server.server_address[1], _FakeResponses.requests
-    finally:
-        server.shutdown()
-        server.server_close()
+    with local_http(_FakeResponses) as port:
+        yield port, _FakeResponses.requests
 
 
 def _record(tmp_path: Path, name: str):

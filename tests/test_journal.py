@@ -8,26 +8,16 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, tc, write
+from conftest import clean_env, git_tree, tc, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
-
-
-def git_tree(ws: Path, store: Path) -> str:
-    """What stock git says the workspace's tree is (a fresh index: no stat cache involved)."""
-    with tempfile.TemporaryDirectory() as d:
-        env = clean_env(GIT_INDEX_FILE=os.path.join(d, "index"), GIT_DIR=str(store), GIT_WORK_TREE=str(ws))
-        subprocess.run(["git", "add", "-A"], env=env, check=True, capture_output=True, cwd=ws)
-        return subprocess.run(["git", "write-tree"], env=env, check=True, capture_output=True,
-                              cwd=ws).stdout.decode().strip()
 
 
 class Watched:

@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import pygit2
 import pytest
-from conftest import clean_env, fsck, write
+from conftest import fsck, git_tree, write
 from pygit2.enums import FileMode
 
 from tc_git import snapshot
@@ -31,14 +28,6 @@ from tc_git.journal import index_marker
 
 DIRS = ["", "a", "a/b", "a/b/c", "d", "d/e", "a-b", "é"]
 NAMES = ["f", "g.txt", "h", "a.txt", "z"]
-
-
-def git_tree(ws: Path, store: Path) -> str:
-    with tempfile.TemporaryDirectory() as d:
-        env = clean_env(GIT_INDEX_FILE=os.path.join(d, "index"), GIT_DIR=str(store), GIT_WORK_TREE=str(ws))
-        subprocess.run(["git", "add", "-A"], env=env, check=True, capture_output=True, cwd=ws)
-        return subprocess.run(["git", "write-tree"], env=env, check=True, capture_output=True,
-                              cwd=ws).stdout.decode().strip()
 
 
 def _add(repo, idx, rel, data, mode):
