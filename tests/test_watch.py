@@ -89,16 +89,21 @@ def test_partial_when_files_keep_changing(ws, task):
     try:
         w.watch(task)
         time.sleep(0.3)
-        end = time.monotonic() + 2.5
+        # Never quiet for 0.6 s: write every 150 ms until the watcher gives up waiting and records a
+        # partial drift. Writing until it happens (not for a fixed time) keeps a loaded machine,
+        # where a sleep can stretch, from turning this into a quiet period.
+        end = time.monotonic() + 20
+        partial: list[dict] = []
         i = 0
-        while time.monotonic() < end:  # never quiet for 0.6 s
+        while not partial and time.monotonic() < end:
             write(ws, "busy.log", f"line {i}\n" * (i + 1))
             i += 1
             time.sleep(0.15)
-        got = wait_for(lambda: [d for d in drifts(ws) if d["partial"]], timeout=5)
-        assert got, drifts(ws)
+            if i % 4 == 0:
+                partial = [d for d in drifts(ws) if d["partial"]]
+        assert partial, drifts(ws)
         # once quiet, a final non-partial drift holds the last state
-        final = wait_for(lambda: [d for d in drifts(ws) if not d["partial"]], timeout=5)
+        final = wait_for(lambda: [d for d in drifts(ws) if not d["partial"]], timeout=10)
         assert final
     finally:
         w.stop()
