@@ -99,7 +99,7 @@ def fake_api():
 
 def _blocks(role: str, content) -> list[tuple]:
     """A message's content as comparable items: (role, text), ("tool_call", id),
-    ("tool_result", id), ("thinking", text), ("image", media type, sha1 of the data)."""
+    ("tool_result", id, its blocks), ("thinking", text), ("image", media type, sha1 of the data)."""
     if isinstance(content, str):
         content = [{"type": "text", "text": content}]
     out: list[tuple] = []
@@ -110,8 +110,12 @@ def _blocks(role: str, content) -> list[tuple]:
                 out.append((role, b["text"].rstrip("\n")))
         elif t == "tool_use":
             out.append(("tool_call", b["id"]))
-        elif t == "tool_result":
-            out.append(("tool_result", b["tool_use_id"]))
+        elif t == "tool_result":  # with its content, block by block (a lone text block is the string)
+            body = b.get("content")
+            body = [{"type": "text", "text": body}] if isinstance(body, str) else body or []
+            shape = tuple((c.get("type"), c.get("text", c.get("tool_name", (c.get("source") or {}).get("media_type"))))
+                          for c in body if isinstance(c, dict))
+            out.append(("tool_result", b["tool_use_id"], shape))
         elif t in ("thinking", "redacted_thinking"):
             out.append(("thinking", b.get("thinking", ""), b.get("signature") or b.get("data") or ""))
         elif t == "image":

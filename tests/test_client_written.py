@@ -416,3 +416,37 @@ def test_newest_codex_records_a_local_shell_call_it_does_not_run(tmp_path):
     res = T.record(repo, T.read_transcript(path))
     kinds = [r["kind"] for r in T.replay(repo, res.branches["main"])]
     assert kinds.count("user") == 1 and kinds[-1] == "tool_call", kinds
+
+
+def test_claude_code_resumes_the_recorded_session_as_it_first_sent_it(claude, claude_session, tmp_path, monkeypatch):
+    """Round trip through the client's own words: the main branch we recorded from Claude Code's
+    file, up to the rewind point, written back by `write_session` and resumed by Claude Code
+    with the third prompt, is sent to the model as Claude Code itself sent it the first time,
+    block by block (tool results with their content: the Agent results as their lists of text
+    blocks). Only Claude Code's own context (system-role listings, system reminders) is left out."""
+    import test_claude_resume as CR
+
+    from tc_git.trajectory.sessionfile import write_session
+
+    def said(body: dict) -> list[tuple]:
+        return [it for m in body["messages"] for it in CR._blocks(m["role"], m["content"]) if it[0] != "system"]
+
+    path, requests = claude_session
+    before = said(next(r for r in requests if "PROMPT-THREE" in json.dumps(r["messages"])))
+    assert [it for it in before if it[0] == "tool_result" and len(it[2]) > 1], "no result of several blocks"
+    assert before[-1] == ("user", "PROMPT-THREE instead")
+    repo = _repo(tmp_path)
+    res = T.record(repo, T.read_transcript(path))
+    home, proj = tmp_path / "home", tmp_path / "proj"
+    home.mkdir()
+    proj.mkdir()
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / ".claude"))
+    records = T.replay(repo, res.branches["main"], image_data=True)[:-2]  # up to the rewind point
+    assert records[-1]["text"] == "all done"
+    got = write_session(records, "claude", str(proj.resolve()))
+    monkeypatch.setattr(CR, "PROMPT", "PROMPT-THREE instead")
+    _ScriptedMessages.requests = []
+    with local_http(_ScriptedMessages) as port:
+        out = CR._resume(claude, home, proj, port, got["session_id"])
+    assert "third prompt answered" in out, out[-2000:]
+    assert CR._results_sorted(said(_ScriptedMessages.requests[-1])) == CR._results_sorted(before)

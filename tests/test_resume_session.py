@@ -240,3 +240,42 @@ def test_claude_code_itself_opens_the_written_session(tmp_path, name, branch):
     out = resume(got["session_id"])
     assert "No conversation found" not in out, out
     assert "login" in out.lower() or "api key" in out.lower(), out
+
+
+def test_tool_results_of_several_blocks_are_written_back_as_blocks(tmp_path):
+    """A Claude tool result that was a list of text blocks or tool references is written back as
+    that list (a plain string says something else to the model: a tool reference expands into
+    the tool's definition); the round trip keeps the event ids. A result whose text a redaction
+    changed cannot be split again: it is written as its (redacted) text."""
+    secret = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
+    results = {"t1": [{"type": "text", "text": "first\nblock"}, {"type": "text", "text": ""},
+                      {"type": "text", "text": "second"}],
+               "t2": [{"type": "tool_reference", "tool_name": "WebFetch"}, {"type": "text", "text": "loaded"}],
+               "t3": [{"type": "text", "text": f"token {secret}"}, {"type": "text", "text": "tail"}]}
+    lines = [{"type": "user", "uuid": "u0", "parentUuid": None, "sessionId": "blk", "timestamp": "2026-01-01T00:00:00Z",
+              "message": {"role": "user", "content": "go"}}]
+    for n, (tid, content) in enumerate(results.items()):
+        lines += [{"type": "assistant", "uuid": f"a{n}", "parentUuid": lines[-1]["uuid"], "sessionId": "blk",
+                   "timestamp": f"2026-01-01T00:00:{2 * n + 1:02d}Z", "message": {
+                       "id": f"m{n}", "role": "assistant",
+                       "content": [{"type": "tool_use", "id": tid, "name": "ToolSearch", "input": {}}]}},
+                  {"type": "user", "uuid": f"r{n}", "parentUuid": f"a{n}", "sessionId": "blk",
+                   "timestamp": f"2026-01-01T00:00:{2 * n + 2:02d}Z",
+                   "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tid,
+                                                            "content": content}]}}]
+    src = tmp_path / "blocks.jsonl"
+    src.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    a = _store(tmp_path / "a")
+    res = T.record(a, T.read_transcript(src))
+    out = claude_lines(T.replay(a, res.branches["main"]), "00000000-0000-4000-8000-00000000b10c", "/work/demo")
+    sent = {b["tool_use_id"]: b["content"] for x in out if x["type"] == "user"
+            for b in x["message"]["content"] if isinstance(b, dict) and b.get("type") == "tool_result"}
+    assert sent["t1"] == [b for b in results["t1"] if b["text"]]  # an empty block flattens to nothing
+    assert sent["t2"] == results["t2"]
+    assert isinstance(sent["t3"], str) and secret not in sent["t3"] and sent["t3"].endswith("tail")
+    f = tmp_path / "written.jsonl"
+    f.write_text("".join(json.dumps(x) + "\n" for x in out))
+    b = _store(tmp_path / "b")
+    back = T.record(b, T.read_transcript(f))
+    ids = _chain(b, back.branches["main"])
+    assert ids[:-2] == _chain(a, res.branches["main"])[:-2]  # the redacted result reads back as a string

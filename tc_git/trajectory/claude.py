@@ -79,6 +79,29 @@ def _blocks_text(content: Any) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def _result_parts(content: Any) -> list[list] | None:
+    """The block structure of a tool result that `_blocks_text` flattens, when a plain string
+    would not say the same to the model: several text blocks (an Agent result is its answer
+    plus an `agentId`/usage block) or tool references. One entry per flattened piece, in order:
+    ["text", length], ["image"], ["tool_reference", name]; the session writer splits the text
+    back by it. None for a string, one text block, or text around images (`_blocks` rebuilds those)."""
+    if not isinstance(content, list):
+        return None
+    parts: list[list] = []
+    for b in content:
+        text = b if isinstance(b, str) else str(b.get("text") or "") if isinstance(b, dict) and b.get("type") == "text" \
+            else None
+        if text:  # (an empty text block flattens to nothing and says nothing)
+            parts.append(["text", len(text)])
+        elif isinstance(b, dict) and b.get("type") == "image":
+            parts.append(["image"])
+        elif isinstance(b, dict) and b.get("type") == "tool_reference":
+            parts.append(["tool_reference", str(b.get("tool_name", "?"))])
+    if sum(p[0] == "text" for p in parts) > 1 or any(p[0] == "tool_reference" for p in parts):
+        return parts
+    return None
+
+
 class _Builder:
     def __init__(self) -> None:
         self.t = Transcript(agent="claude", session_id="")
@@ -312,10 +335,14 @@ class _Builder:
         for b in content:
             if isinstance(b, dict) and b.get("type") == "tool_result":
                 call = self.calls.get(str(b.get("tool_use_id")))
-                out.append(Event("tool_result", "", call_id=b.get("tool_use_id"),
-                                 tool_name=call.tool_name if call else None,
-                                 tool_output=_blocks_text(b.get("content")),
-                                 is_error=bool(b.get("is_error")), images=_images([b])))
+                ev = Event("tool_result", "", call_id=b.get("tool_use_id"),
+                           tool_name=call.tool_name if call else None,
+                           tool_output=_blocks_text(b.get("content")),
+                           is_error=bool(b.get("is_error")), images=_images([b]))
+                parts = _result_parts(b.get("content"))
+                if parts:
+                    ev.meta["blocks"] = parts
+                out.append(ev)
             else:
                 texts.append(b)
         text = _blocks_text(texts)

@@ -56,6 +56,49 @@ def _blocks(text: str, images: list[dict], *, placeholder: bool = True) -> list[
     return out
 
 
+def _split(text: str, parts: Any, images: list[dict]) -> list[dict] | None:
+    """A tool result's blocks again, from its flattened text and the reader's `blocks` entries
+    (see claude._result_parts): pieces joined by one newline, empty text pieces left out. None
+    when they do not add up (a redaction changed the text's length): then the plain text."""
+    if not isinstance(parts, list) or not parts:
+        return None
+    out: list[dict] = []
+    pos, pending, first = 0, list(images), True
+    for p in parts:
+        if not isinstance(p, list) or not p:
+            return None
+        kind, arg = p[0], (p[1] if len(p) > 1 else None)
+        piece = None  # what the flattened text holds for a block that is not text
+        if kind == "text" and isinstance(arg, int) and not isinstance(arg, bool) and arg >= 0:
+            size = arg
+        elif kind == "image":
+            piece = "[image]"
+        elif kind == "tool_reference" and isinstance(arg, str):
+            piece = f"[tool {arg}]"
+        else:
+            return None
+        size = len(piece) if piece is not None else size
+        if size:
+            if not first:
+                if text[pos:pos + 1] != "\n":
+                    return None
+                pos += 1
+            first = False
+        chunk, pos = text[pos:pos + size], pos + size
+        if len(chunk) != size or (piece is not None and chunk != piece):
+            return None
+        if kind == "text":
+            if chunk:  # an empty text block says nothing, and the API refuses one
+                out.append({"type": "text", "text": chunk})
+        elif kind == "image":
+            if not pending:
+                return None
+            out.append(_image(pending.pop(0)))
+        else:
+            out.append({"type": "tool_reference", "tool_name": arg})
+    return out if pos == len(text) else None
+
+
 def _image(img: dict) -> dict:
     if img.get("url"):
         return {"type": "image", "source": {"type": "url", "url": img["url"]}}
@@ -149,8 +192,10 @@ def claude_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
                 if rec["kind"] == "tool_result":
                     out = rec.get("tool_output")
                     out = out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, sort_keys=True)
-                    block = {"type": "tool_result", "tool_use_id": rec.get("call_id"),
-                             "content": _blocks(out, rec.get("images") or []) if rec.get("images") else out}
+                    body: Any = _split(out, (rec.get("meta") or {}).get("blocks"), rec.get("images") or [])
+                    if body is None:
+                        body = _blocks(out, rec.get("images") or []) if rec.get("images") else out
+                    block = {"type": "tool_result", "tool_use_id": rec.get("call_id"), "content": body}
                     if rec.get("is_error"):
                         block["is_error"] = True
                     content.append(block)
