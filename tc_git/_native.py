@@ -555,10 +555,13 @@ def index_path_reader(idx: pygit2.Index):
     return lambda i: os.fsencode(idx[i].path)
 
 
-def index_add(idx: pygit2.Index, rel: str, oid: pygit2.Oid, mode: int, st, racy_ns: int) -> None:
+def index_add(idx: pygit2.Index, rel: str, oid: pygit2.Oid, mode: int, st, racy_ns: int,
+              fence_ns: int | None = None) -> None:
     """Add (or replace) the entry `rel` -> `oid` with the stat data of `st`, taken before the
     file was read, so a later change shows as dirty. An entry changed less than `racy_ns` ago
-    gets a zero mtime (git's "racily clean" smudge: the next save reads it again).
+    gets a zero mtime (git's "racily clean" smudge: the next save reads it again); with
+    `fence_ns` (a file-system timestamp taken before the file was read: restore.fs_fence), one
+    changed at or after that timestamp instead.
 
     Without INDEX_STAT the entry has no stat data at all: the next save's diff hashes the file
     once, finds it unchanged and stores the stat data (UPDATE_INDEX)."""
@@ -571,7 +574,8 @@ def index_add(idx: pygit2.Index, rel: str, oid: pygit2.Oid, mode: int, st, racy_
     e = ffi.new("git_index_entry *")
     e.ctime.seconds, e.ctime.nanoseconds = entry_seconds(st.st_ctime_ns), st.st_ctime_ns % 1_000_000_000
     e.mtime.seconds, e.mtime.nanoseconds = entry_seconds(st.st_mtime_ns), st.st_mtime_ns % 1_000_000_000
-    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < racy_ns:
+    if (max(st.st_mtime_ns, st.st_ctime_ns) >= fence_ns if fence_ns is not None
+            else time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < racy_ns):
         e.mtime.seconds, e.mtime.nanoseconds = 0, 0  # racily clean: read again next time
     e.dev, e.ino = st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF
     e.uid, e.gid = st.st_uid & 0xFFFFFFFF, st.st_gid & 0xFFFFFFFF

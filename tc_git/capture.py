@@ -40,10 +40,11 @@ class Workspace:
     def repo(self) -> pygit2.Repository:
         return self.store.repo
 
-    def snapshot(self, task: dict, paths: list[str] | None = None) -> snapshot_mod.Snapshot:
-        """Snapshot the workspace under the task's exclude patterns (only `paths`, if given)."""
+    def snapshot(self, task: dict, paths: list[str] | None = None, pending: bool = False) -> snapshot_mod.Snapshot:
+        """Snapshot the workspace under the task's exclude patterns (only `paths`, if given; with
+        `pending`, also what the change journal names: see snapshot._take_journaled)."""
         return snapshot_mod.of_workspace(self.store, self.policy, task.get("exclude"), self.progress,
-                                         self.journal, paths)
+                                         self.journal, paths, pending)
 
     def base(self) -> str | None:
         """The user's HEAD commit, if the workspace is in a git repository (read-only)."""

@@ -19,6 +19,7 @@ import pygit2
 from pygit2.enums import FileMode
 
 from . import pathsafe, wsfs
+from . import snapshot as snapshot_mod
 from .capture import MAX_LIST, Workspace, skipped
 from .errors import BadInput, NotFound
 from .results import PlanView, RestoreCheck, RestoreResult
@@ -303,6 +304,43 @@ class RestoreJournal:
                 f"or run the restore again")
 
 
+FENCE = "restore-fence"
+FENCE_WAIT = 0.05  # seconds: a file system whose clock ticks slower (FAT: 2 s) smudges the last tick's files
+
+
+def fs_fence(store) -> int | None:
+    """A timestamp of the workspace's file system later than every write made there so far
+    (the restore's own included), read from a file in the store written after them; None when
+    the store is on another file system (its clock may tick differently) or cannot be written.
+    It is rewritten until its mtime moves past the first one, so that even on a coarse clock
+    the files written in the last tick are older than the fence (snapshot.fenced)."""
+    path = os.path.join(store.state_dir, FENCE)
+    try:
+        if os.stat(store.state_dir).st_dev != os.stat(store.workspace).st_dev:
+            return None
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
+                     0o600)
+    except OSError:
+        return None
+    try:
+        first = None
+        deadline = time.monotonic() + FENCE_WAIT
+        while True:
+            os.pwrite(fd, b".", 0)
+            ns = os.fstat(fd).st_mtime_ns
+            if first is None:
+                first = ns
+            elif ns > first or time.monotonic() > deadline:
+                return ns
+            time.sleep(0.0005)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # nothing is left in the store
+
+
 def plan_for(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, left, sel, target_id: str,
              store_path) -> Plan:
     """The screened plan from the snapshot `pre` to `target`; an unreadable tree is BadInput."""
@@ -394,10 +432,13 @@ def apply(ws: Workspace, tl: Timeline, head: Entry, target: Entry, snap: Snapsho
         # 3. what is on disk now, as the restore commit
         # only what the plan touched can differ from `snap`: a full walk again costs ~0.2 s at 50k
         moved = touched(plan)
-        if sel:  # a full walk: the check below must see paths outside the selection too
-            after = ws.snapshot(task)
-        else:
-            after = ws.snapshot(task, paths=moved) if moved else snap
+        with snapshot_mod.fenced(fs_fence(ws.store) if moved else None):
+            if sel:  # a full walk: the check below must see paths outside the selection too
+                after = ws.snapshot(task)
+            else:
+                # with a trusted change journal: also what it saw meanwhile (the notifications of
+                # these very writes), so the next save does not read every restored file again
+                after = ws.snapshot(task, paths=moved, pending=True) if moved else snap
         if after.partial:
             carry_left(after, snap, moved)
         h = tl.head()
@@ -406,7 +447,7 @@ def apply(ws: Workspace, tl: Timeline, head: Entry, target: Entry, snap: Snapsho
         # a partial refresh changed only what the plan wrote: its list is the diff, without
         # another tree walk (~45 ms at 50k files)
         changed = (plan.changes(exclude={f["path"] for f in failed}, cap=MAX_LIST) if after.partial
-                   else ws.changed(repo[h.oid].peel(pygit2.Tree), repo[after.tree].peel(pygit2.Tree)))
+                   else ws.changed(repo[h.oid].peel(pygit2.Tree), repo[after.tree].peel(pygit2.Tree), after))
         target_tree = repo[target.oid].peel(pygit2.Commit).tree
         check = (check_restored(repo, sel, snap.tree, after.tree, target_tree, plan, failed, MAX_LIST)
                  if sel else None)
