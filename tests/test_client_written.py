@@ -50,7 +50,7 @@ FAKE_KEY = "sk-ant-api03-tc-git-fake-key-for-a-local-server"
 
 def _repo(tmp_path: Path):
     ws = tmp_path / "rec"
-    ws.mkdir()
+    ws.mkdir(parents=True)
     s = Store(ws / ".checkpoints", ws)
     s.create()
     return s.repo
@@ -229,12 +229,23 @@ def test_claude_code_writes_subagents_and_a_rewind(claude_session, tmp_path):
 def codex_script(body: dict) -> list[dict]:
     """The fake Responses model's output items for one request."""
     inp = body.get("input") or []
-    outs = {i.get("call_id") for i in inp if str(i.get("type", "")).endswith("_output")}
+    outs = {i.get("call_id"): i.get("output") for i in inp if str(i.get("type", "")).endswith("_output")}
     texts = [c.get("text", "") for i in inp if i.get("type") == "message" and i.get("role") == "user"
              for c in i.get("content") or []]
     last = next((t for t in reversed(texts) if "PROMPT-" in t), "")
     say = lambda text: [{"type": "message", "role": "assistant",  # noqa: E731
                          "content": [{"type": "output_text", "text": text}]}]
+    if any("SUBTASK-A" in t for t in texts):  # a spawned Codex agent's own conversation
+        return say("subagent a finished")
+    if "PROMPT-SPAWN" in last:  # the newest Codex's multi-agent tools (namespace multi_agent_v1)
+        call = lambda cid, name, args: [{"type": "function_call", "call_id": cid, "name": name,  # noqa: E731
+                                         "namespace": "multi_agent_v1", "arguments": json.dumps(args)}]
+        if "call_sp1" not in outs:
+            return call("call_sp1", "spawn_agent", {"message": "SUBTASK-A do it"})
+        if "call_w1" not in outs:
+            return call("call_w1", "wait_agent", {"targets": [json.loads(outs["call_sp1"])["agent_id"]],
+                                                  "timeout_ms": 10000})
+        return say("spawned and done")
     if "PROMPT-ONE" in last:
         if "call_ls1" not in outs:
             return [{"type": "local_shell_call", "id": "lsh_1", "call_id": "call_ls1", "status": "completed",
@@ -450,3 +461,55 @@ def test_claude_code_resumes_the_recorded_session_as_it_first_sent_it(claude, cl
         out = CR._resume(claude, home, proj, port, got["session_id"])
     assert "third prompt answered" in out, out[-2000:]
     assert CR._results_sorted(said(_ScriptedMessages.requests[-1])) == CR._results_sorted(before)
+
+
+def test_newest_codex_spawns_a_subagent_and_resumes_its_calls(tmp_path, monkeypatch):
+    """The newest Codex's own multi-agent tools: `spawn_agent` and `wait_agent` (namespace
+    `multi_agent_v1`) in the parent's rollout, the agent's own rollout (`parent_thread_id`), and
+    a `<subagent_notification>` Codex adds as a user message (context, not a prompt). Both
+    rollouts are judged by the counts; the parent, recorded and written back, is resumed by
+    Codex with its calls as Codex first sent them (the namespace kept)."""
+    import test_codex_resume as CR
+
+    from tc_git.trajectory.sessionfile import write_session
+
+    codex = CR._codex_cli()
+    home, proj = tmp_path / "home", tmp_path / "proj"
+    home.mkdir()
+    proj.mkdir()
+    _ScriptedResponses.requests = []
+    with local_http(_ScriptedResponses) as port:
+        r = subprocess.run([str(codex), "exec", "--skip-git-repo-check", *_provider(port, "gpt-5"), "PROMPT-SPAWN go"],
+                           capture_output=True, text=True, env=_codex_env(home), cwd=proj, timeout=120,
+                           stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and "spawned and done" in r.stdout, r.stderr[-2000:]
+    first = [q for q in _ScriptedResponses.requests if "PROMPT-SPAWN" in json.dumps(q["input"])][-1]
+    rollouts = {}
+    for f in home.rglob("rollout-*.jsonl"):
+        meta = _lines(f)[0]["payload"]
+        rollouts["agent" if meta.get("parent_thread_id") else "parent"] = (f, meta)
+    (parent, pmeta), (agent, ameta) = rollouts["parent"], rollouts["agent"]
+    assert ameta["parent_thread_id"] == pmeta["id"]
+    items = [e["payload"] for e in _lines(parent) if e.get("type") == "response_item"]
+    calls = [i for i in items if i["type"] == "function_call"]
+    assert [(c["namespace"], c["name"]) for c in calls] == [("multi_agent_v1", "spawn_agent"),
+                                                           ("multi_agent_v1", "wait_agent")]
+    assert any("<subagent_notification>" in json.dumps(i) for i in items if i.get("role") == "user")
+    for f in (parent, agent):
+        expected = codex_counts(f)
+        assert expected["counts"]["user"] == 1, (f, expected)
+        _check(_repo(tmp_path / f.stem), f, expected, tmp_path)
+
+    repo = _repo(tmp_path)
+    res = T.record(repo, T.read_transcript(parent))
+    back = tmp_path / "back"
+    back.mkdir()
+    monkeypatch.setenv("CODEX_HOME", str(back))
+    write_session(T.replay(repo, res.branches["main"]), "codex", str(proj), session_id=CR.SID)
+    _ScriptedResponses.requests = []
+    with local_http(_ScriptedResponses) as port:
+        r = CR._resume(codex, back, proj, port, "PROMPT-SPAWN again")
+    assert r.returncode == 0, r.stderr[-2000:]
+    again = _ScriptedResponses.requests[-1]["input"]
+    tools = lambda inp: [CR._norm(i) for i in inp if str(i.get("type")).startswith("function_call")]  # noqa: E731
+    assert tools(again) == tools(first["input"]) and len(tools(again)) == 4

@@ -134,7 +134,8 @@ def _resume(codex: Path, home: Path, proj: Path, port: int, prompt: str) -> subp
                                       ("codex-agentsessions-1.jsonl", "compaction"),
                                       ("codex-localpush-2.jsonl", 1.0), ("codex-localpush-3.jsonl", "compaction"),
                                       ("claude-drmaciver-1.jsonl", 1.0), ("claude-fasthooks-1.jsonl", 1.0),
-                                      ("claude-entire-3.jsonl", 1.0)])
+                                      ("claude-entire-3.jsonl", 1.0),
+                                      ("codex-written-1.jsonl", 1.0)])  # local_shell_call, after a rollback
 def test_codex_resumes_the_written_rollout(codex, fake_api, tmp_path, name, cut):
     port, requests = fake_api
     repo, res = _record(tmp_path, name)

@@ -30,7 +30,8 @@ ITEM_TYPES = frozenset({"message", "reasoning", "function_call", "function_call_
 IGNORED = frozenset({"turn_context", "world_state", "inter_agent_communication_metadata"})
 # Harness text Codex sends as "user" messages; it is context, not the user speaking.
 CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
-                    "<permissions instructions>", "<user_shell_command>", "<turn_aborted>")
+                    "<permissions instructions>", "<user_shell_command>", "<turn_aborted>",
+                    "<subagent_notification>")  # (a spawned agent's status, written by Codex 0.171)
 
 
 def _content_text(content: Any) -> str:
@@ -174,8 +175,9 @@ class _Builder:
                  "tool_search_call"):
             name = p.get("name") or {"local_shell_call": "local_shell", "web_search_call": "web_search",
                                      "tool_search_call": "tool_search"}.get(t, t)
-            if p.get("namespace"):
-                name = f"{p['namespace']}__{name}"
+            ns = p.get("namespace")
+            if ns:
+                name = f"{ns}__{name}"
             args = p.get("arguments", p.get("input", p.get("action")))
             cid = p.get("call_id") or p.get("id")
             if isinstance(cid, str):
@@ -184,6 +186,8 @@ class _Builder:
             # arguments that are not JSON (a sanitiser's placeholder) stay a string: say it was a
             # function call, or a written rollout would turn it into a freeform (custom) call
             meta = {"raw_arguments": True} if t == "function_call" and isinstance(inp, str) else {}
+            if isinstance(ns, str) and ns:  # (multi_agent_v1's spawn_agent...): written back as it came
+                meta["namespace"] = ns
             return Event("tool_call", "", tool_name=name, tool_input=inp, call_id=cid if isinstance(cid, str) else None,
                          meta=meta)
         if t in ("function_call_output", "custom_tool_call_output", "tool_search_output"):

@@ -262,18 +262,21 @@ def codex_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
                       "content": None, "encrypted_content": None})
         elif kind == "tool_call":
             name, inp, cid = rec.get("tool_name") or "?", rec.get("tool_input"), rec.get("call_id")
-            if name == "local_shell":
+            ns, extra = meta.get("namespace"), {}
+            if isinstance(ns, str) and name.startswith(f"{ns}__"):  # a namespaced tool: its own name again
+                name, extra = name[len(ns) + 2:], {"namespace": ns}
+            if name == "local_shell" and not extra:
                 item(ts, {"type": "local_shell_call", "call_id": cid, "status": "completed", "action": inp})
-            elif name == "web_search":
+            elif name == "web_search" and not extra:
                 item(ts, {"type": "web_search_call", **({"id": cid} if cid else {}), "status": "completed",
                           **({"action": inp} if inp is not None else {})})
             elif isinstance(inp, str) and meta.get("raw_arguments"):  # a function call whose arguments were not JSON
-                item(ts, {"type": "function_call", "call_id": cid, "name": name, "arguments": inp})
+                item(ts, {"type": "function_call", "call_id": cid, "name": name, **extra, "arguments": inp})
             elif isinstance(inp, str):  # freeform input (apply_patch): a custom tool call
                 custom.add(cid or "")
-                item(ts, {"type": "custom_tool_call", "call_id": cid, "name": name, "input": inp})
+                item(ts, {"type": "custom_tool_call", "call_id": cid, "name": name, **extra, "input": inp})
             else:
-                item(ts, {"type": "function_call", "call_id": cid, "name": name,
+                item(ts, {"type": "function_call", "call_id": cid, "name": name, **extra,
                           "arguments": json.dumps(inp, ensure_ascii=False)})
         elif kind == "tool_result":
             output = rec.get("tool_output")
