@@ -39,7 +39,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, local_http, npm_cli
+from conftest import clean_env, fsck, local_http, npm_cli
 from test_trajectory_fixtures import _check, _lines, claude_counts, codex_counts
 
 from tc_git import trajectory as T
@@ -513,3 +513,62 @@ def test_newest_codex_spawns_a_subagent_and_resumes_its_calls(tmp_path, monkeypa
     again = _ScriptedResponses.requests[-1]["input"]
     tools = lambda inp: [CR._norm(i) for i in inp if str(i.get("type")).startswith("function_call")]  # noqa: E731
     assert tools(again) == tools(first["input"]) and len(tools(again)) == 4
+
+
+def test_newest_codex_revert_writes_a_segment_that_continues_its_base(tmp_path):
+    """The newest Codex has no `thread/rollback`; its app-server's `thread/revert` drops turns by
+    writing the thread on in a new rollout, `rollout-<time>-<thread>_<segment>.jsonl`, whose
+    `session_meta.history_base` names the line of the first file it follows (`ordinal` < end).
+    Read alone the segment was two events with no past, and recording it moved the session's
+    `main` off the first file's chain. Now the segment reads as the whole thread (the dropped
+    turn a fork), and in either recording order both chains stay referenced."""
+    from test_codex_resume import _codex_cli
+
+    home, proj = tmp_path / "home", tmp_path / "proj"
+    home.mkdir()
+    proj.mkdir()
+    _ScriptedResponses.requests = []
+    with local_http(_ScriptedResponses) as port:
+        srv = AppServer([str(_codex_cli()), "app-server", *_provider(port, "gpt-5")], _codex_env(home), proj,
+                        tmp_path / "app-server.log")
+        try:
+            srv.call("initialize", {"clientInfo": {"name": "tc-git-test", "version": "0"}})
+            srv.send({"jsonrpc": "2.0", "method": "initialized"})
+            thread = srv.call("thread/start", {"cwd": str(proj), "approvalPolicy": "never",
+                                               "sandbox": "danger-full-access"})["thread"]
+            turns = []
+            for prompt in ("PROMPT-TWO first", "PROMPT-THREE dropped"):
+                turns.append(srv.call("turn/start", {"threadId": thread["id"],
+                                                     "input": [{"type": "text", "text": prompt}]})["turn"]["id"])
+                srv.until(lambda m: m.get("method") == "turn/completed")
+            srv.call("thread/revert", {"threadId": thread["id"], "beforeTurnId": turns[1]})
+            srv.turn(thread["id"], "PROMPT-TWO instead")
+        finally:
+            srv.close()
+    assert "PROMPT-THREE" not in json.dumps(_ScriptedResponses.requests[-1]["input"])  # Codex dropped it
+    files = sorted(home.rglob("rollout-*.jsonl"))
+    assert len(files) == 2 and files[1].name.endswith(".jsonl") and "_" in files[1].name.rsplit(thread["id"], 1)[1]
+    base, segment = files
+    hb = _lines(segment)[0]["payload"]["history_base"]
+    assert hb["thread_id"] == thread["id"]
+
+    def prompts(lines):
+        return [c["text"] for e in lines if e.get("type") == "response_item" and e["payload"].get("role") == "user"
+                for c in e["payload"]["content"] if c.get("text", "").startswith("PROMPT-")]
+    raw = _lines(base)
+    kept = prompts([e for e in raw if e.get("ordinal", 0) < hb["end_ordinal_exclusive"]])
+    dropped = prompts([e for e in raw if e.get("ordinal", 0) >= hb["end_ordinal_exclusive"]])
+    added = prompts(_lines(segment))
+    assert (kept, dropped, added) == (["PROMPT-TWO first"], ["PROMPT-THREE dropped"], ["PROMPT-TWO instead"])
+
+    for n, order in enumerate(([base, segment], [segment, base])):
+        repo = _repo(tmp_path / f"order{n}")
+        for f in order:
+            T.record(repo, T.read_transcript(f))
+        chains = sorted([r.get("text") for r in T.replay(repo, str(ref.target)) if r["kind"] == "user"]
+                        for name, ref in ((r, repo.references[r]) for r in repo.references)
+                        if name.startswith(T.SESSIONS_PREFIX))
+        assert chains == sorted([kept + added, kept + dropped]), chains
+        fsck(repo.path)
+    res = T.record(_repo(tmp_path / "alone"), T.read_transcript(segment))
+    assert len(res.branches) == 2 and "main" in res.branches

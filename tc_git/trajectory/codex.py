@@ -15,6 +15,7 @@ subagents are separate files; their origin goes into `Transcript.meta`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,6 +29,7 @@ ITEM_TYPES = frozenset({"message", "reasoning", "function_call", "function_call_
                         "web_search_call", "tool_search_call", "tool_search_output",
                         "image_generation_call", "compaction", "ghost_snapshot", "other"})
 IGNORED = frozenset({"turn_context", "world_state", "inter_agent_communication_metadata"})
+_THREAD_ID = re.compile(r"[0-9A-Za-z-]{8,64}")
 # Harness text Codex sends as "user" messages; it is context, not the user speaking.
 CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
                     "<permissions instructions>", "<user_shell_command>", "<turn_aborted>",
@@ -80,6 +82,7 @@ class _Builder:
         self.unpaired: dict[str, dict[str, list[str]]] = {
             k: {"item": [], "event": []} for k in ("user", "assistant", "thinking")}
         self.said: dict[str, str] = {}  # event key -> the stream it was taken from
+        self.at_ordinal: dict[int, str | None] = {}  # a line's `ordinal` -> the tip after it
 
     def line(self, entry: dict) -> None:  # (model.feed numbers the lines and skips non-objects)
         st = self.t.stats
@@ -97,6 +100,22 @@ class _Builder:
             return
         ts = parse_time(entry.get("timestamp"))
         self.last_ts = self.last_ts if ts is None else ts
+        ordinal = entry.get("ordinal")
+        try:
+            self._line(kind, payload, st)
+        finally:
+            if isinstance(ordinal, int) and not isinstance(ordinal, bool):
+                self.at_ordinal[ordinal] = self.tip
+
+    def rewind_to(self, end: int) -> None:
+        """A history segment continues the thread's history before line `end` (its `ordinal`):
+        the lines after that point become a fork, as a rollback leaves them."""
+        before = [o for o in self.at_ordinal if o < end]
+        self.tip = self.at_ordinal[max(before)] if before else None
+        for o in [o for o in self.at_ordinal if o >= end]:
+            del self.at_ordinal[o]
+
+    def _line(self, kind: Any, payload: dict, st: dict) -> None:
         if kind == "session_meta":
             self._meta(payload)
             st["ignored"] += 1
@@ -260,8 +279,27 @@ class _Builder:
         self.tip = ev.key
 
 
-def read_codex(lines: Iterable[Any]) -> Transcript:
-    """Build a Transcript from parsed rollout lines (None marks a malformed line)."""
+def read_codex(lines: Iterable[Any], base: Iterable[tuple[Iterable[Any], int | None]] = ()) -> Transcript:
+    """Build a Transcript from parsed rollout lines (None marks a malformed line). `base`: the
+    rollouts this one continues (Codex >= 0.17x writes a segment file after `thread/revert`,
+    whose `session_meta.history_base` names the line of the thread's history it follows), oldest
+    first, each with the ordinal its successor continues before (None: the next one follows it)."""
     b = _Builder()
+    for base_lines, end in base:
+        feed(b, base_lines)
+        if end is not None:
+            b.rewind_to(end)
     feed(b, lines)
     return b.t
+
+
+def history_base(first: Any) -> tuple[str, int] | None:
+    """(thread id, end ordinal) of a segment rollout's first line, if it continues a base."""
+    p = first.get("payload") if isinstance(first, dict) and first.get("type") == "session_meta" else None
+    hb = p.get("history_base") if isinstance(p, dict) else None
+    if not isinstance(hb, dict):
+        return None
+    tid, end = hb.get("thread_id"), hb.get("end_ordinal_exclusive")
+    if not isinstance(tid, str) or not _THREAD_ID.fullmatch(tid) or not isinstance(end, int) or isinstance(end, bool):
+        return None
+    return tid, end

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .claude import read_claude
-from .codex import ENVELOPE_TYPES, ITEM_TYPES, read_codex
+from .codex import ENVELOPE_TYPES, ITEM_TYPES, history_base, read_codex
 from .model import Event, Transcript, parse_time
 
 __all__ = ["read_transcript", "read_steps", "detect_format", "subagent_files", "iter_lines"]
@@ -76,12 +76,51 @@ def read_transcript(path: str | Path, *, fmt: str | None = None,
         steps = _json_list(path) or []
         return read_steps(steps, session_id=session_id or path.stem)
     if fmt == "codex":
-        t = read_codex(iter_lines(path))
+        t = read_codex(iter_lines(path), _codex_bases(path))
     else:
         subs = subagent_files(path) if subagents is None else [Path(p) for p in subagents]
         t = read_claude(iter_lines(path), [(iter_lines(p), _meta(p), _agent_id(p)) for p in subs])
     t.session_id = session_id or t.session_id or path.stem
     return t
+
+
+def _first_line(path: Path) -> Any:
+    try:
+        with open(path, "rb") as f:
+            for raw in f:
+                if raw.strip():
+                    return json.loads(raw.decode("utf-8", "replace"))
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _codex_bases(path: Path, depth: int = 0) -> list[tuple[Iterator[Any], int | None]]:
+    """The rollouts a Codex history segment continues, oldest first, each with the ordinal its
+    successor continues before. After `thread/revert` Codex writes the thread on in a new file,
+    `rollout-<time>-<thread>_<segment>.jsonl`, whose `history_base` says which line of the
+    thread's history so far it follows: its base is the thread's file written just before it
+    (in the sessions tree: `sessions/YYYY/MM/DD/`). Without it on disk the segment is read alone."""
+    hb = history_base(_first_line(path))
+    if hb is None or depth > 50:
+        return []
+    thread, end = hb
+    root = path.parents[3] if len(path.parents) > 3 and path.parents[2].parent.name == "sessions" else path.parent
+    try:
+        files = sorted(p for p in root.glob(f"*/*/*/rollout-*-{thread}*.jsonl") if p.is_file()) \
+            if root != path.parent else sorted(p for p in root.glob(f"rollout-*-{thread}*.jsonl") if p.is_file())
+    except OSError:
+        return []
+    files = [p for p in files if p.name[:-len(".jsonl")].split(f"-{thread}", 1)[-1][:1] in ("", "_")]
+    earlier = [p for p in files if p.name < path.name]
+    if not earlier:
+        return []
+    base = earlier[-1]
+    first = _first_line(base)
+    meta = first.get("payload") if isinstance(first, dict) and first.get("type") == "session_meta" else None
+    if not isinstance(meta, dict) or meta.get("id") != thread:
+        return []
+    return [*_codex_bases(base, depth + 1), (iter_lines(base), end)]
 
 
 def _agent_id(path: Path) -> str | None:

@@ -294,13 +294,23 @@ def publish(repo: pygit2.Repository, result: RecordResult) -> None:
 
 
 def _update_refs(repo: pygit2.Repository, prefix: str, branches: dict[str, str]) -> None:
+    tips = [pygit2.Oid(hex=t) for t in branches.values()]
     for name, target in branches.items():
         ref = repo.references.get(prefix + name)
-        if ref is None or str(ref.target) != target:
-            repo.references.create(prefix + name, target, force=True)
+        if ref is None or str(ref.target) == target:
+            if ref is None:
+                repo.references.create(prefix + name, target)
+            continue
+        old = ref.target
+        if not any(t == old or repo.descendant_of(t, old) for t in tips):
+            # what this recording does not hold (another file of the session, e.g. the Codex
+            # rollout a `thread/revert` segment continues, recorded after it) is kept, not dropped
+            keep = f"{prefix}fork-{old}"[: len(prefix) + 5 + 12]
+            if keep not in repo.references:
+                repo.references.create(keep, old)
+        repo.references.create(prefix + name, target, force=True)
     # An older recording may have named leaves that have since grown or been renamed; drop
     # those auto-named refs, but only when their commit is still reachable from a new tip.
-    tips = [pygit2.Oid(hex=t) for t in branches.values()]
     for refname in list(repo.references):
         if not refname.startswith(prefix) or refname[len(prefix):] in branches:
             continue
