@@ -28,16 +28,17 @@ import os
 import threading
 import weakref
 
+from . import handles
+
 MAX_PATHS = int(os.environ.get("TC_JOURNAL_MAX", "20000"))
 
 
 def index_marker(store_path) -> tuple | None:
-    """The private index file's identity: changes whenever anyone writes the index."""
-    try:
-        st = os.stat(os.path.join(str(store_path), "index"))
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+    """The private index's identity: the file's (inode, size, mtime), which changes whenever
+    anyone writes the index, or ("pending", token) while this process holds a newer one in
+    memory that is written after the answer (handles.py; `handles.canon` maps it to the file's
+    identity once written)."""
+    return handles.current_marker(store_path)
 
 
 _ALL: weakref.WeakSet[Journal] = weakref.WeakSet()
@@ -124,7 +125,7 @@ class Journal:
             self.begun = self.epoch
             if not self.trusted:
                 return None
-            if index_marker(store_path) != self.marker:
+            if index_marker(store_path) != handles.canon(self.marker):
                 self.trusted, self.reason = False, "the store's index was written by someone else"
                 return None
             return sorted(paths)

@@ -34,7 +34,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from . import __version__, heap, jsonsafe, mcp_wire
+from . import __version__, handles, heap, jsonsafe, mcp_wire
 from .errors import TcError
 from .fsutil import store_log
 from .mcp_models import (
@@ -426,6 +426,7 @@ def build_server(watch: bool | None = None) -> TcServer:
     from .watch import DriftWatcher, watch_enabled
 
     watcher = DriftWatcher(log_line=_store_log) if (watch_enabled() if watch is None else watch) else None
+    handles.enable()  # the index is written after each answer, under the store's lock (handles.py)
     run = Runner(watcher)
 
     @contextlib.asynccontextmanager
@@ -437,6 +438,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         finally:
             if watcher is not None:
                 await anyio.to_thread.run_sync(watcher.stop)
+            await anyio.to_thread.run_sync(handles.flush_all)  # (atexit does it too)
 
     mcp = TcServer("tc-git", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan,
                    log_level="WARNING")

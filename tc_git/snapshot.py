@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 import pygit2
 from pygit2.enums import DeltaStatus, DiffOption, FileMode
 
-from . import _native, mempack, packwriter
+from . import _native, handles, mempack, packwriter
 from .fsutil import atomic_write
 from .journal import index_marker
 from .policy import Left, Policy, exclude_file
@@ -81,12 +81,20 @@ def take(repo: pygit2.Repository, policy: Policy, progress=None, paths=None) -> 
     `paths` (workspace paths, files or directories) refreshes only those entries: after a
     restore only the paths it wrote or deleted can differ from the snapshot taken just before.
     """
+    trusted = handles.trusted(repo)
+    if not trusted:
+        # a deferred index write that never happened (a crash, handles.py): the index on disk
+        # may be older than the trees committed since. Nothing of it is trusted: full scan.
+        _BASE.pop(repo.path, None)
+        repo.index.read(True)
+        paths = None
     try:
-        snap = _take_any(repo, policy, progress, paths)
+        snap = _take_any(repo, policy, progress, paths, force_write=not trusted)
     except BaseException:
         # the repository handle outlives this call (store.py keeps it open across saves): entries
         # changed in memory by a snapshot that failed must not leak into the next one
         _BASE.pop(repo.path, None)
+        handles.forget(repo)  # (an unwritten index of earlier saves too: its marker stays, see above)
         try:
             repo.index.read(True)
         except (pygit2.GitError, OSError):
@@ -108,12 +116,12 @@ _BASE: dict[str, tuple[tuple, pygit2.Oid]] = {}
 
 def _base_tree(repo: pygit2.Repository) -> pygit2.Oid | None:
     known = _BASE.get(repo.path)
-    if known is None or index_marker(repo.path) != known[0]:
+    if known is None or handles.canon(known[0]) != index_marker(repo.path):
         return None
     return known[1]
 
 
-def _take_any(repo: pygit2.Repository, policy: Policy, progress, paths) -> Snapshot:
+def _take_any(repo: pygit2.Repository, policy: Policy, progress, paths, force_write: bool = False) -> Snapshot:
     idx = repo.index
     idx.read(False)
     if len(idx) == 0 and packwriter.available():
@@ -129,8 +137,8 @@ def _take_any(repo: pygit2.Repository, policy: Policy, progress, paths) -> Snaps
     # judged before the diff: one that refreshes stat data writes the index itself (same content)
     base = _base_tree(repo)
     if paths is not None:  # [] too: nothing changed (the change journal says so)
-        return _take(repo, policy, progress, None, paths=list(paths), base=base)
-    return _take(repo, policy, progress, None, base=base)
+        return _take(repo, policy, progress, None, paths=list(paths), base=base, force_write=force_write)
+    return _take(repo, policy, progress, None, base=base, force_write=force_write)
 
 
 def _fits_in_memory(root: str) -> bool:
@@ -183,6 +191,7 @@ class _Run:
         self._dirs: set[str] | None = None
         self._dir_memo: dict[str, bool] = {}  # is_tracked_dir answers (as the index was when asked)
         self.edits: dict[str, tuple | None] = {}  # path -> (blob id, mode) added, or None removed
+        self.force_write = False  # write the index even if nothing changed (it replaces an untrusted one)
         self._path_at = _native.index_path_reader(self.idx)  # i -> raw path of the i-th entry
 
     # ------------------------------------------------------------------ finding candidates
@@ -463,12 +472,17 @@ class _Run:
             tree = self.idx.write_tree()
         if pack is not None:
             pack.flush()  # objects on disk before the index that names them
-        if self.changed or self.left or pack is not None:
+        if self.changed or self.left or pack is not None or self.force_write:
             # Nothing changed: the index is as it was read (a refresh of given paths), or as the
             # diff left it, which writes the index itself when it refreshed stat data
             # (DiffOption.UPDATE_INDEX). Writing 50k entries back costs ~30-45 ms, and the
             # journal's marker stays valid.
-            self.idx.write()
+            if pack is None and handles.may_defer(self.repo):
+                handles.mark_dirty(self.repo)  # written after the answer, under the same lock (handles.py)
+            else:
+                self.idx.write()
+                if self.force_write:
+                    handles.clear_marker(self.repo)
         return Snapshot(tree, sorted(self.left.values(), key=lambda x: x.path), self.nested, self.changed,
                         time.perf_counter() - t0, partial=partial, unstable=sorted(self.unstable), scan=scan,
                         base=base if patched else None, edits=self.edits if patched else None)
@@ -486,6 +500,7 @@ class _Run:
                     self.left[rel] = Left(rel, "special", f"cannot be stored: {e}", st.st_size, st.st_mtime)
         tree = self.idx.write_tree()
         self.idx.write()
+        handles.clear_marker(self.repo)
         return Snapshot(tree, sorted(self.left.values(), key=lambda x: x.path), self.nested, self.changed,
                         time.perf_counter() - t0, partial=partial, unstable=sorted(self.unstable), scan=scan)
 
@@ -518,10 +533,11 @@ def _own_objects():
 
 
 def _take(repo: pygit2.Repository, policy: Policy, progress, pack, paths=None, writer=None,
-          base: pygit2.Oid | None = None) -> Snapshot:
+          base: pygit2.Oid | None = None, force_write: bool = False) -> Snapshot:
     t0 = time.perf_counter()
     run = _Run(repo, policy, progress)
     run.writer = writer
+    run.force_write = force_write
     cands: list[str] | None
     if paths is not None:
         run.idx.read(False)
@@ -529,6 +545,9 @@ def _take(repo: pygit2.Repository, policy: Policy, progress, pack, paths=None, w
     else:
         cands, scan = run.diff_candidates(), "diff"
         if cands is None:
+            if handles.is_dirty(repo):  # the one on disk is older: the walk below covers it all
+                handles.forget(repo)
+                run.force_write = True
             run.idx.read(True)  # start from the index on disk, not a half-refreshed one
             cands, scan = run.walk_candidates(), "walk"
     with policy.one_allowlist():

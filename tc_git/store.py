@@ -16,7 +16,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import Option
 
-from . import lockfile, validate
+from . import handles, lockfile, validate
 from .discover import store_dir, user_path
 from .errors import BadInput, StoreBusy, UnsafeRoot
 from .fsutil import atomic_write  # noqa: F401  (re-exported: engine, handoff)
@@ -124,6 +124,9 @@ class Store:
         self._pack_stamp: tuple | None = None  # objects/pack as of the last lock (see _refresh_handle)
         self._lock_fd: int | None = None
         self._lock_depth = 0
+        self._held_fd: int | None = None  # the lock kept past a locked block: the index is not written yet
+        self.deferrable = False  # the engine call will release() this store when it ends (handles.py)
+        self._state_ok = False  # tc/ exists (state_dir)
 
     # -- creation ---------------------------------------------------------------------------
     @property
@@ -175,17 +178,47 @@ class Store:
         if self._repo is None:
             if not is_ours(self.path):  # defence in depth: whoever built this Store, never a foreign repo
                 raise UnsafeRoot(f"{self.path} is not a tc-git store (no marker {MARKER}); refusing to open it")
+            kept = handles.checkout(self.path, self.workspace)  # an earlier call's handle: its index is parsed
+            if kept is not None and kept[1] == self._pack_dir_stamp():
+                self._repo, self._pack_stamp = kept
+                return kept[0]
+            stamp = self._pack_dir_stamp()  # (taken first: a pack added meanwhile only reopens once more)
             repo = pygit2.Repository(str(self.path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
             repo.workdir = str(self.workspace)
-            self._repo = repo
+            self._repo, self._pack_stamp = repo, stamp
         return self._repo
 
     def reopen(self) -> pygit2.Repository:
         """Drop cached handles (after another process may have written packs or refs)."""
         if self._repo is not None:
+            handles.flush(self._repo)  # a dirty index is written before its handle goes
             self._repo.free()
         self._repo = None
-        return self.repo
+        handles.forget_idle(self.path)
+        repo = pygit2.Repository(str(self.path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH) \
+            if is_ours(self.path) else self.repo  # (self.repo refuses a foreign directory)
+        repo.workdir = str(self.workspace)
+        self._repo = repo
+        return repo
+
+    def release(self) -> None:
+        """The end of an engine call: the handle goes back for the next call on this store
+        (handles.py), with the lock if the index still has to be written."""
+        if self._lock_depth:
+            return
+        repo, fd, self._repo, self._held_fd = self._repo, self._held_fd, None, None
+        self.deferrable = False
+        if fd is not None:
+            handles.later(self.path, self.workspace, repo, fd, self._pack_stamp)
+        elif repo is not None:
+            handles.checkin(self.path, self.workspace, repo, self._pack_stamp)
+
+    def _pack_dir_stamp(self) -> tuple | None:
+        try:
+            st = os.stat(self.path / "objects" / "pack")
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns)
 
     def _refresh_handle(self) -> None:
         """Keep the open handle across locked calls (issue 14: reopening re-read the 5 MB index of
@@ -194,19 +227,19 @@ class Store:
         libgit2 checks by itself on use: refs and packed-refs are read from disk, a missing
         object rescans the object directories, `index.read(False)` reloads an index another
         process wrote, ignore files are re-read when their stamp changes."""
-        try:
-            st = os.stat(self.path / "objects" / "pack")
-            stamp: tuple | None = (st.st_ino, st.st_mtime_ns)
-        except OSError:
-            stamp = None
-        if self._repo is None or stamp is None or stamp != self._pack_stamp:
+        stamp = self._pack_dir_stamp()
+        if self._repo is None:
+            self.repo  # noqa: B018 - the handle an earlier call left (handles.py), or a new one
+        if stamp is None or stamp != self._pack_stamp:
             self.reopen()
         self._pack_stamp = stamp
 
     @property
     def state_dir(self) -> Path:
         d = self.path / "tc"
-        d.mkdir(mode=0o700, exist_ok=True)
+        if not self._state_ok:  # (a mkdir per state file read cost ~0.2 ms each under load, 5+ per save)
+            d.mkdir(mode=0o700, exist_ok=True)
+            self._state_ok = True
         return d
 
     # -- lock -------------------------------------------------------------------------------
@@ -227,14 +260,25 @@ class Store:
             return
         if timeout is None:
             timeout = float(os.environ.get("TC_LOCK_TIMEOUT", "30"))
-        try:
-            fd = lockfile.acquire(self.path / "lock", timeout)
-        except lockfile.Busy:
-            raise StoreBusy(
-                f"store busy: another tc-git operation has held {self.path / 'lock'} for over "
-                f"{timeout:.0f}s; wait for it to finish and retry"
-            ) from None
+        fd, self._held_fd = self._held_fd, None  # still ours: the index of an earlier block is not written
+        if fd is None:
+            # a deferred index write of this process (handles.py): its lock and handle, taken over
+            claimed = handles.claim(self.path, self._repo)
+            if claimed is not None:
+                fd = claimed[0]
+                if claimed[1] is not None:
+                    self._repo, self._pack_stamp = claimed[1], claimed[2]
+        if fd is None:
+            try:
+                fd = lockfile.acquire(self.path / "lock", timeout)
+            except lockfile.Busy:
+                raise StoreBusy(
+                    f"store busy: another tc-git operation has held {self.path / 'lock'} for over "
+                    f"{timeout:.0f}s; wait for it to finish and retry"
+                ) from None
         self._lock_fd, self._lock_depth = fd, 1
+        if self.deferrable:
+            handles.open_window(self.path)
         try:
             self._remove_stale_git_locks()
             self._refresh_handle()
@@ -242,7 +286,13 @@ class Store:
         finally:
             self._lock_depth = 0
             self._lock_fd = None
-            lockfile.release(fd)
+            if self.deferrable:
+                handles.close_window(self.path)
+            if self.deferrable and handles.is_dirty(self._repo):
+                self._held_fd = fd  # released by release(), after the index is written
+            else:
+                handles.flush(self._repo)  # (a dirty index never outlives the lock it was made under)
+                lockfile.release(fd)
 
     def _remove_stale_git_locks(self) -> None:
         for name in ("index.lock", "packed-refs.lock", "config.lock", "HEAD.lock"):

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import heap
+from . import handles, heap
 from .refs import STORE_DIRNAME
 
 if TYPE_CHECKING:  # annotations only: the engine (and pygit2) load on first use
@@ -90,6 +90,7 @@ class DriftWatcher:
         self.failures = 0
         # TC_WATCH=poll forces the stat-poll fallback (file systems without notifications, e.g. NFS)
         self.force_poll = poll if poll is not None else os.environ.get("TC_WATCH", "").strip().lower() == "poll"
+        handles.enable()  # a long-lived process: indexes are written after each call's answer
 
     # ----------------------------------------------------------------------- registration
     def watch(self, engine) -> None:
