@@ -49,7 +49,7 @@ KEEP = 4  # idle handles kept (one per store and workspace)
 MAX_AGE = 1.0  # seconds a dirty index may wait for its write while calls keep taking it over
 
 _cv = threading.Condition()
-_enabled = False
+_users = 0  # long-lived users that asked for deferred index writes (enable)
 _idle: dict[tuple[str, str], tuple[Any, Any]] = {}  # (store, workspace) -> (handle, pack stamp); oldest first
 _dirty: dict[str, _Dirty] = {}  # store -> the index this process has not written yet
 _pending: dict[str, _Dirty] = {}  # store -> a dirty index handed to its writer thread with the lock
@@ -72,13 +72,16 @@ def key(path) -> str:
 
 
 def enable(on: bool = True) -> None:
-    """Write the index after the answer in this process (TC_INDEX_DEFER=off: never)."""
-    global _enabled
-    _enabled = on and os.environ.get("TC_INDEX_DEFER", "on").strip().lower() not in ("off", "0", "false", "no")
+    """Write indexes after the answer in this process while at least one long-lived user (the
+    MCP server, a drift watcher) wants it: `enable()` counts one more, `enable(False)` one less.
+    TC_INDEX_DEFER=off: never."""
+    global _users
+    with _cv:
+        _users = _users + 1 if on else max(0, _users - 1)
 
 
 def enabled() -> bool:
-    return _enabled
+    return _users > 0 and os.environ.get("TC_INDEX_DEFER", "on").strip().lower() not in ("off", "0", "false", "no")
 
 
 def _delay() -> float:
@@ -134,7 +137,7 @@ def close_window(store) -> None:
 
 def may_defer(repo) -> bool:
     """Whether a snapshot on `repo` may leave its index for the writer thread."""
-    return _enabled and key(repo.path) in _windows
+    return key(repo.path) in _windows and enabled()
 
 
 def mark_dirty(repo) -> None:

@@ -426,18 +426,19 @@ def build_server(watch: bool | None = None) -> TcServer:
     from .watch import DriftWatcher, watch_enabled
 
     watcher = DriftWatcher(log_line=_store_log) if (watch_enabled() if watch is None else watch) else None
-    handles.enable()  # the index is written after each answer, under the store's lock (handles.py)
     run = Runner(watcher)
 
     @contextlib.asynccontextmanager
     async def lifespan(_server):
         # import the engine (pygit2) while the client is still initialising, not in the first call
         threading.Thread(target=_warm, args=(run,), name="tc-warm-import", daemon=True).start()
+        handles.enable()  # while serving, indexes are written after each answer, under the store's lock
         try:
             yield {}
         finally:
             if watcher is not None:
                 await anyio.to_thread.run_sync(watcher.stop)
+            handles.enable(False)
             await anyio.to_thread.run_sync(handles.flush_all)  # (atexit does it too)
 
     mcp = TcServer("tc-git", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan,

@@ -31,11 +31,10 @@ from tc_git import handles
 def deferring(monkeypatch):
     monkeypatch.setenv("TC_GIT", "off")
     monkeypatch.setenv("TC_INDEX_DELAY", "0.3")
-    was = handles.enabled()
     handles.enable()
     yield
     handles.flush_all()
-    handles.enable(was)
+    handles.enable(False)
 
 
 def _ws(tmp_path: Path, n: int = 30) -> Path:
@@ -59,8 +58,11 @@ def _tree(eng, commit: str) -> str:
     return str(eng.repo[commit].peel(__import__("pygit2").Commit).tree_id)
 
 
-def test_index_written_after_the_answer(tmp_path, deferring):
+def test_index_written_after_the_answer(tmp_path, deferring, monkeypatch):
     from tc_git.engine import Engine
+
+    monkeypatch.setenv("TC_INDEX_DELAY", "30")  # (flush_all below writes it; a loaded machine is slow)
+    monkeypatch.setattr(handles, "MAX_AGE", 60.0)
 
     ws = _ws(tmp_path)
     eng = Engine(ws)

@@ -174,3 +174,46 @@ async def test_server_records_drift_in_background(ws, anyio_backend):
         assert got and got[0]["files_changed"] == 1
         log = (ws / ".checkpoints" / "tc" / "server.log").read_text()
         assert "watch: drift" in log
+
+
+def test_store_writes_are_not_watched(task, ws, monkeypatch):
+    """A save's own objects (loose blobs and trees, new `objects/xx` directories) never reach the
+    watcher: with watchdog 7 the store's directories but `tc/` (the journal's barrier) are not
+    watched; the barrier still arrives, so the save is served by the journal."""
+    pytest.importorskip("watchdog.observers.inotify")
+    from watchdog.observers import inotify as wi
+
+    if not hasattr(wi, "InotifyWatchGroup"):
+        pytest.skip("watchdog before 7: the store is watched and its events ignored")
+    from tc_git import watch as watch_mod
+
+    seen: list[str] = []
+    real = watch_mod._Handler.dispatch
+
+    def counting(self, event):
+        seen.append(str(event.src_path))
+        return real(self, event)
+
+    monkeypatch.setattr(watch_mod._Handler, "dispatch", counting)
+    w = DriftWatcher(interval=3600, max_wait=3600)
+    try:
+        w.watch(task)
+        if w.mode != "inotify":
+            pytest.skip(f"no inotify here ({w.mode})")
+        journal = w.journal(task.root)
+        e = Engine(ws)
+        e.journal = journal
+        e.save("full")  # (the journal's first snapshot is a full scan)
+        for i in range(40):
+            write(ws, f"d{i}/f{i}.txt", f"{i}\n")
+        seen.clear()
+        before = journal.refreshes
+        r = e.save("forty")
+        assert r["changed"] == 40 and journal.refreshes == before + 1  # served by the journal
+        time.sleep(0.3)
+        store = str(task.store_path)
+        from_store = [p for p in seen if p.startswith(store + "/") and not p.startswith(store + "/tc/")]
+        assert from_store == [], from_store[:10]
+        assert any(p.endswith("journal-barrier") for p in seen)  # the barrier is watched
+    finally:
+        w.stop()
