@@ -42,7 +42,8 @@ INDEXER = "indexer"      # index a pack stream into a repository (bundle import,
 MEMPACK = "mempack"      # new objects held in memory, then written as one pack
 IGNORE_BYTES = "ignore"  # ignore rules for a path that is not UTF-8
 INDEX_STAT = "index"     # index entries with stat data (pygit2's cffi)
-CAPABILITIES = (PACK, INDEXER, MEMPACK, IGNORE_BYTES, INDEX_STAT)
+DIFF_SCAN = "scan"       # index-to-workdir diff of listed paths, with its counters (cffi + ctypes)
+CAPABILITIES = (PACK, INDEXER, MEMPACK, IGNORE_BYTES, INDEX_STAT, DIFF_SCAN)
 
 # The symbols each ctypes capability calls: a group is usable only when all of them resolve.
 _SYMBOLS: dict[str, tuple[str, ...]] = {
@@ -53,6 +54,7 @@ _SYMBOLS: dict[str, tuple[str, ...]] = {
     INDEXER: ("git_error_last", "git_repository_odb", "git_odb_free", "git_odb_write_pack"),
     MEMPACK: ("git_mempack_new", "git_mempack_reset", "git_mempack_write_thin_pack", "git_odb_add_backend"),
     IGNORE_BYTES: ("git_error_last", "git_ignore_path_is_ignored"),
+    DIFF_SCAN: ("git_diff_get_perfdata",),
 }
 
 
@@ -84,6 +86,10 @@ _APPEND = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctype
 _COMMIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(Progress))
 _FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _FOREACH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+
+
+class _DiffPerf(ctypes.Structure):  # git_diff_perfdata (sys/diff.h), GIT_DIFF_PERFDATA_VERSION 1
+    _fields_ = [("version", ctypes.c_uint), ("stat_calls", ctypes.c_size_t), ("oid_calculations", ctypes.c_size_t)]
 
 
 class _WritePack(ctypes.Structure):  # git_odb_writepack (sys/odb_backend.h)
@@ -160,6 +166,10 @@ def _probe() -> None:
     _caps[INDEX_STAT], why = _index_stat_capable()
     if why:
         _why[INDEX_STAT] = why
+    if _caps[DIFF_SCAN]:
+        why = _diff_scan_capable()
+        if why:
+            _caps[DIFF_SCAN], _why[DIFF_SCAN] = False, why
     if _caps[PACK] or _caps[INDEXER]:
         _selftest()
     _probed = True
@@ -585,6 +595,85 @@ def index_add(idx: pygit2.Index, rel: str, oid: pygit2.Oid, mode: int, st, racy_
     path = ffi.new("char[]", rel.encode("utf-8", "surrogateescape"))
     e.path = path
     check_error(C.git_index_add(idx._index, e))
+
+
+# --------------------------------------------------------------------------- DIFF_SCAN
+_DISABLE_PATHSPEC_MATCH = 1 << 12  # GIT_DIFF_DISABLE_PATHSPEC_MATCH: the paths are names, not patterns
+
+
+def diff_paths(repo: pygit2.Repository, idx: pygit2.Index, flags: int, paths, _checked: bool = True):
+    """libgit2's index-to-workdir diff (`Index.diff_to_workdir`) limited to `paths` (raw workspace
+    paths: a file, or a directory and everything under it; never patterns), and its counters
+    (stat calls, ids computed). libgit2 skips what is outside `paths` before it stats it, and the
+    call runs without the GIL: scan.py runs one a core on disjoint paths. `repo` may be another
+    handle of the index's store (the diff only reads `idx` unless UPDATE_INDEX is set)."""
+    if _checked and not has(DIFF_SCAN):
+        raise GitCallError(f"native {DIFF_SCAN} path unavailable: {report()[DIFF_SCAN]}")
+    from pygit2 import ffi
+    from pygit2.errors import check_error
+    from pygit2.ffi import C
+    opts = ffi.new("git_diff_options *")
+    check_error(C.git_diff_options_init(opts, 1))
+    opts.flags = int(flags) | _DISABLE_PATHSPEC_MATCH
+    keep = [ffi.new("char[]", p) for p in paths]
+    strings = ffi.new("char *[]", keep)
+    opts.pathspec.strings, opts.pathspec.count = strings, len(keep)
+    out = ffi.new("git_diff **")
+    check_error(C.git_diff_index_to_workdir(out, repo._repo, idx._index, opts))
+    diff = pygit2.Diff.from_c(bytes(ffi.buffer(out)[:]), repo)
+    perf = _DiffPerf(1, 0, 0)
+    try:
+        check(_lib().git_diff_get_perfdata(ctypes.byref(perf), ctypes.c_void_p(int(ffi.cast("uintptr_t", out[0])))))
+    except GitCallError as e:
+        raise pygit2.GitError(f"diff counters: {e}") from None
+    return diff, perf.stat_calls, perf.oid_calculations
+
+
+def _diff_scan_capable() -> str:
+    """Why DIFF_SCAN cannot be used ("" if it can): pygit2's cffi must declare the options and the
+    call, and in a scratch workspace a diff limited to one name must stat only that name, and
+    count the id it computed for a touched file (the layout of git_diff_perfdata we declare)."""
+    try:
+        from pygit2 import ffi
+        from pygit2.ffi import C
+        fields = {name for name, _ in ffi.typeof("git_diff_options").fields}
+        if "pathspec" not in fields or not hasattr(C, "git_diff_index_to_workdir"):
+            return "pygit2's cffi lacks git_diff_options.pathspec or git_diff_index_to_workdir"
+        if not hasattr(pygit2.Diff, "from_c"):
+            return "pygit2.Diff has no from_c"
+    except Exception as e:
+        return f"pygit2's cffi unusable: {type(e).__name__}: {e}"
+    tmp = tempfile.mkdtemp(prefix="tc-native-scan-")
+    try:
+        repo = _scratch_repo(os.path.join(tmp, "store"))
+        work = os.path.join(tmp, "w")
+        os.makedirs(os.path.join(work, "d"))
+        repo.workdir = work
+        for name in ("a", "d/b", "d/c"):  # older than the index: not "racily clean"
+            with open(os.path.join(work, name), "wb") as f:
+                f.write(b"tc-git scan self-test\n")
+            os.utime(os.path.join(work, name), ns=(1_000_000_000, 1_000_000_000))
+        idx = repo.index
+        for name in ("a", "d/b", "d/c"):
+            idx.add(name)
+        idx.write()
+        for name in ("a", "d/b"):  # touched, same bytes: libgit2 hashes them to find them unchanged
+            os.utime(os.path.join(work, name), ns=(2_000_000_000, 2_000_000_000))
+        with open(os.path.join(work, "d", "new"), "wb") as f:
+            f.write(b"x")
+        flags = int(pygit2.enums.DiffOption.INCLUDE_UNTRACKED)
+        diff, stats, ids = diff_paths(repo, idx, flags, [b"d"], _checked=False)
+        got = sorted((d.status_char(), d.new_file.path) for d in diff.deltas)
+        if got != [("?", "d/new")] or ids != 1 or not 3 <= stats <= 6:
+            return f"self-test: deltas {got}, {stats} stat calls, {ids} ids computed"
+        diff, stats, ids = diff_paths(repo, idx, flags, [b"a"], _checked=False)
+        if len(diff) != 0 or ids != 1 or stats != 1:
+            return f"self-test: {len(diff)} deltas, {stats} stat calls, {ids} ids computed for one name"
+    except Exception as e:
+        return f"self-test failed: {type(e).__name__}: {e}"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return ""
 
 
 # --------------------------------------------------------------------------- libc

@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, list[str]]] = [
                 "view", "diffstat", "gitguard", "journal", "trajectory", "trajectory.*"]),
     ("policy", ["policy", "secrets"]),
     ("storage/native", ["store", "discover", "bundle", "packs", "mempack", "packwriter", "_native", "wsfs", "pathsafe",
-                        "lockfile", "heap", "handles"]),
+                        "scan", "indexfile", "lockfile", "heap", "handles"]),
     ("base", ["__init__", "errors", "refs", "recordrules", "validate", "jsonsafe", "fsutil", "results"]),
 ]
 
