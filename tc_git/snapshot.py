@@ -598,11 +598,15 @@ def _read_once(full: str, st) -> bytes | None:
             return None
         chunks, size = [], 0
         while True:
-            b = os.read(fd, max(1 << 16, min(st.st_size - size + 1, 1 << 26)))
+            want = max(1 << 16, min(st.st_size - size + 1, 1 << 26))
+            b = os.read(fd, want)
             if not b:
                 break
             chunks.append(b)
             size += len(b)
+            if len(b) < want and size == st.st_size:
+                break  # a short read of a regular file is its end: no second read to see EOF
+                # (a file that grew meanwhile shows in the lstat below)
     finally:
         os.close(fd)
     after = os.lstat(full)
