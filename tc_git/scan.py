@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 
 import pygit2
 from pygit2.enums import DeltaStatus, DiffOption
@@ -96,21 +97,19 @@ def _paths(diff) -> list[str]:
 
 
 # A second handle on the same store for the other thread: libgit2 objects are not to be used by
-# two threads at once (the index is only read by both). It follows the caller's handle: a new
-# handle (the store reopened it, e.g. for new ignore rules) gets a new peer.
-_PEERS: dict[str, tuple[int, pygit2.Repository]] = {}
+# two threads at once (the index is only read by both). It lives as long as the caller's handle
+# and no longer: a new handle (the store reopened it, e.g. for new ignore rules) gets a new peer.
+_PEERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _PEERS_LOCK = threading.Lock()
 
 
 def _peer(repo: pygit2.Repository) -> pygit2.Repository:
-    key = repo.path
     with _PEERS_LOCK:
-        known = _PEERS.get(key)
-        if known is not None and known[0] == id(repo) and known[1].workdir == repo.workdir:
-            return known[1]
-        peer = pygit2.Repository(repo.path, pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
-        peer.workdir = repo.workdir
-        _PEERS[key] = (id(repo), peer)
+        peer = _PEERS.get(repo)
+        if peer is None or peer.workdir != repo.workdir:
+            peer = pygit2.Repository(repo.path, pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+            peer.workdir = repo.workdir
+            _PEERS[repo] = peer
         return peer
 
 
