@@ -572,3 +572,35 @@ def test_newest_codex_revert_writes_a_segment_that_continues_its_base(tmp_path):
         fsck(repo.path)
     res = T.record(_repo(tmp_path / "alone"), T.read_transcript(segment))
     assert len(res.branches) == 2 and "main" in res.branches
+
+
+def test_newest_codex_review_keeps_the_prompt_only_in_events(tmp_path):
+    """`codex review <instructions>` (0.171): the parent's rollout holds what the user typed only
+    as `event_msg` items (`item_completed` of a `UserMessage`, and `EnteredReviewMode`); its one
+    user `response_item` is Codex's `<user_action>` wrapper around the review's output. This is
+    the shape issue 12 calls "prompts only as events" as the newest Codex writes it (no version
+    tried writes a prompt only as `event_msg`/`user_message`). The prompt is recorded, the
+    wrapper is context; the review thread's own rollout is judged too."""
+    from test_codex_resume import _codex_cli
+
+    home, proj = tmp_path / "home", tmp_path / "proj"
+    home.mkdir()
+    proj.mkdir()
+    subprocess.run(["git", "init", "-q", str(proj)], check=True, env=clean_env())
+    _ScriptedResponses.requests = []
+    with local_http(_ScriptedResponses) as port:
+        r = subprocess.run([str(_codex_cli()), "review", *_provider(port, "gpt-5"), "PROMPT-TWO review this"],
+                           capture_output=True, text=True, env=_codex_env(home), cwd=proj, timeout=120,
+                           stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr[-2000:]
+    files = {("review" if _lines(f)[0]["payload"].get("parent_thread_id") else "parent"): f
+             for f in home.rglob("rollout-*.jsonl")}
+    parent = _lines(files["parent"])
+    items = [e["payload"] for e in parent if e.get("type") == "response_item"]
+    assert not [i for i in items if i.get("role") == "user" and "PROMPT-TWO" in json.dumps(i)]
+    assert not [e for e in parent if (e.get("payload") or {}).get("type") == "user_message"]
+    assert [i for i in items if i.get("role") == "user" and "<user_action>" in json.dumps(i)]
+    for name, f in files.items():
+        expected = codex_counts(f)
+        assert expected["prompts"] == ["PROMPT-TWO review this"], (name, expected)
+        _check(_repo(tmp_path / name), f, expected, tmp_path)

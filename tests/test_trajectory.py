@@ -30,7 +30,7 @@ EXPECTED = {
     "claude-daaain-3.jsonl": (20, ["agent-showcol1", "agent-showcol2", "main"], 6),  # + subagents/
     "claude-daaain-3-subagent-showcol2.jsonl": (4, ["agent-showcol2"], 1),
     "claude-agentsessions-1.jsonl": (34, ["fork-*", "fork-*", "main", "sidechain"], 1),  # 2 of 3 pairs lack ids
-    "codex-agentsessions-1.jsonl": (26, ["main"], 5),  # 1 result precedes its (trimmed) call
+    "codex-agentsessions-1.jsonl": (29, ["main"], 5),  # 1 result precedes its (trimmed) call; +3: item_completed utterances
     "codex-localpush-1.jsonl": (286, ["main"], 118),  # + 26 thinking (reasoning summaries)
 }
 

@@ -154,6 +154,11 @@ def codex_counts(path: Path) -> dict:
                 events["thinking"].append(p["text"])
             elif t == "thread_rolled_back":
                 rollbacks += 1
+            elif t == "item_completed" and isinstance(p.get("item"), dict) \
+                    and p["item"].get("type") in ("UserMessage", "AgentMessage"):  # Codex 0.17x
+                text = " ".join(str(x.get("text") or "") for x in p["item"].get("content") or [] if isinstance(x, dict))
+                if text.strip():
+                    events["user" if p["item"]["type"] == "UserMessage" else "assistant"].append(text)
     # the two streams carry the same utterances; a rollout may hold only one of them
     for role in ("user", "assistant", "thinking"):
         c[role] = max(len(items[role]), len(events[role]))

@@ -33,7 +33,7 @@ _THREAD_ID = re.compile(r"[0-9A-Za-z-]{8,64}")
 # Harness text Codex sends as "user" messages; it is context, not the user speaking.
 CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
                     "<permissions instructions>", "<user_shell_command>", "<turn_aborted>",
-                    "<subagent_notification>")  # (a spawned agent's status, written by Codex 0.171)
+                    "<subagent_notification>", "<user_action>")  # (Codex 0.171: an agent's status, a review's output)
 
 
 def _content_text(content: Any) -> str:
@@ -171,7 +171,8 @@ class _Builder:
                 if isinstance(p.get(k), str):
                     self.t.meta[k] = p[k]
             src = p.get("source")
-            spawn = src.get("subagent", {}).get("thread_spawn") if isinstance(src, dict) else None
+            sub = src.get("subagent") if isinstance(src, dict) else None  # {"thread_spawn": {...}}, or "review"
+            spawn = sub.get("thread_spawn") if isinstance(sub, dict) else None
             if isinstance(spawn, dict) and spawn.get("parent_thread_id"):
                 self.t.meta["parent_thread_id"] = spawn["parent_thread_id"]
         elif isinstance(p.get("forked_from_id"), str):
@@ -254,6 +255,19 @@ class _Builder:
             imgs = [i for i in (image_block(None, None, u) for u in p.get("images") or []
                                 if isinstance(u, str)) if i] if kind == "user" else []
             self._said(Event(kind, "", text=text, images=imgs), "event")
+        elif t == "item_completed" and isinstance(p.get("item"), dict) \
+                and p["item"].get("type") in ("UserMessage", "AgentMessage"):
+            # Codex 0.17x's copy of an utterance (it writes no user_message/agent_message): the
+            # event stream, paired with the response item like those; after `codex review` the
+            # parent's rollout holds the user's instructions only here (and in EnteredReviewMode)
+            item = p["item"]
+            content = item.get("content") if isinstance(item.get("content"), list) else []
+            text = "\n".join(str(c.get("text") or "") for c in content
+                             if isinstance(c, dict) and str(c.get("type", "")).lower() == "text")
+            if not text.strip():
+                self.t.stats["ignored"] += 1
+                return
+            self._said(Event("user" if item["type"] == "UserMessage" else "assistant", "", text=text), "event")
         else:
             self.t.stats["ignored"] += 1  # UI copies of response items, token counts, ...
 
