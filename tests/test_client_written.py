@@ -179,6 +179,7 @@ def claude_writes(claude: Path, root: Path) -> tuple[Path, list[dict]]:
         path = next(home.rglob(f"{sid}.jsonl"))
         at = next(e["uuid"] for e in _lines(path) if (e.get("message") or {}).get("id") == "msg_m3")
         run("--resume", sid, "--resume-session-at", at, "--", "PROMPT-THREE instead")
+        run("--resume", sid, "--fork-session", "--", "PROMPT-TWO forked")  # a new session, its own file
     return path, list(_ScriptedMessages.requests)
 
 
@@ -208,8 +209,8 @@ def test_claude_code_writes_subagents_and_a_rewind(claude_session, tmp_path):
     under = [e for e in raw if e.get("type") == "user" and "PROMPT-T" in json.dumps(e.get("message"))]
     assert len(under) == 2 and under[0]["parentUuid"] == under[1]["parentUuid"], "not a rewind in one file"
     # and Claude Code did cut its context there: the third prompt's request lacks the second
-    last = [r for r in requests if "PROMPT-THREE" in json.dumps(r["messages"])]
-    assert last and "PROMPT-TWO" not in json.dumps(last[-1]["messages"])
+    third = next(r for r in requests if "PROMPT-THREE" in json.dumps(r["messages"]))
+    assert "PROMPT-TWO" not in json.dumps(third["messages"])
 
     repo = _repo(tmp_path)
     _check(repo, path, expected, tmp_path)
@@ -222,6 +223,32 @@ def test_claude_code_writes_subagents_and_a_rewind(claude_session, tmp_path):
     assert main[-2]["text"] == "PROMPT-THREE instead" and main[-1]["text"] == "third prompt answered"
     assert fork[-2]["text"] == "PROMPT-TWO go on" and fork[-1]["text"] == "second prompt answered"
     assert [r["kind"] for r in main[:-2]] == [r["kind"] for r in fork[:-2]]
+
+
+def test_claude_code_fork_session_shares_the_recorded_commits(claude_session, tmp_path):
+    """`claude --resume <id> --fork-session` copies the conversation into a new session's file:
+    recorded, it is its own session whose chain up to the copy point is the very commits of the
+    original's (events hash what the source said, never a session id or line number)."""
+    path, _ = claude_session
+    forked = [f for f in path.parent.glob("*.jsonl") if f != path]
+    assert len(forked) == 1
+    lines = _lines(forked[0])
+    assert {e.get("sessionId") for e in lines if e.get("type") == "user"} == {forked[0].stem}
+    repo = _repo(tmp_path)
+    a = T.record(repo, T.read_transcript(path))
+    b = T.record(repo, T.read_transcript(forked[0]))
+
+    def chain(tip: str) -> list[str]:
+        out, c = [], repo[tip]
+        while True:
+            out.append(str(c.id))
+            if not c.parent_ids:
+                return out[::-1]
+            c = repo[c.parent_ids[0]]
+    assert a.session != b.session and sorted(b.branches) == ["main"]
+    ours, theirs = chain(a.branches["main"]), chain(b.branches["main"])
+    assert theirs[:len(ours)] == ours and len(theirs) == len(ours) + 2
+    assert b.new_commits == 2
 
 
 # -- Codex ---------------------------------------------------------------------------------------
