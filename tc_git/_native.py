@@ -343,12 +343,17 @@ def pack_walk(repo: pygit2.Repository, tips, hides=(), _checked: bool = True) ->
         lg.git_packbuilder_free(pb)
 
 
-def pack_walk_to(repo: pygit2.Repository, tips, hides, write, _checked: bool = True) -> tuple[int, int]:
+def pack_walk_to(repo: pygit2.Repository, tips, hides, write, _checked: bool = True,
+                 skip_empty: bool = False) -> tuple[int, int]:
     """`pack_walk`, the bytes handed to `write(bytes)` as libgit2 produces them (packbuilder
     foreach), so the pack is never whole in memory (pack_walk holds it twice, libgit2's buffer
-    and its Python copy: ~36 MiB for a 50k-file export). Returns (object count, bytes)."""
+    and its Python copy: ~36 MiB for a 50k-file export). Returns (object count, bytes);
+    `skip_empty`: a pack of no object is not produced at all (0, 0)."""
     lg = _require(PACK, _checked)
     pb = _packbuilder(repo, tips, hides, _checked)
+    if skip_empty and not lg.git_packbuilder_object_count(pb):
+        lg.git_packbuilder_free(pb)
+        return 0, 0
     total = 0
     failed: list[BaseException] = []
 
@@ -392,33 +397,54 @@ def write_pack(repo: pygit2.Repository, chunks, _checked: bool = True) -> int:
     `chunks` yields the pack's bytes in order (bytes objects). Returns the number of objects;
     raises GitCallError on a corrupt or truncated pack (nothing is kept then).
     """
-    lg = _require(INDEXER, _checked)
-    odb = ctypes.c_void_p()
-    check(lg.git_repository_odb(ctypes.byref(odb), _repo_ptr(repo)))
-    wp = ctypes.POINTER(_WritePack)()
-    st = Progress()
-    head = b""
-    try:
-        check(lg.git_odb_write_pack(ctypes.byref(wp), odb, None, None))
+    with PackSink(repo, _checked) as sink:
+        for chunk in chunks:
+            sink.append(chunk)
+        return sink.commit()
+
+
+class PackSink:
+    """`write_pack` with the bytes pushed in as they come (`append`; a pack builder's foreach),
+    indexed into `repo`'s objects/pack by `commit()`. Leaving the `with` block without a commit
+    (an error) keeps nothing."""
+
+    def __init__(self, repo: pygit2.Repository, _checked: bool = True):
+        self.lg = _require(INDEXER, _checked)
+        self.odb = ctypes.c_void_p()
+        check(self.lg.git_repository_odb(ctypes.byref(self.odb), _repo_ptr(repo)))
+        self.wp = ctypes.POINTER(_WritePack)()
         try:
-            for chunk in chunks:
-                chunk = bytes(chunk)
-                if len(head) < 12:
-                    head += chunk[:12 - len(head)]
-                check(wp.contents.append(wp, ctypes.c_char_p(chunk), len(chunk), ctypes.byref(st)))
-            check(wp.contents.commit(wp, ctypes.byref(st)))
-        finally:
-            wp.contents.free(wp)
-    finally:
-        lg.git_odb_free(odb)
-    # what a sane git_indexer_progress says after a commit (thin bases added by the indexer
-    # count in `local_objects`): a layout we declared wrongly shows here
-    sent = int.from_bytes(head[8:12], "big")
-    if (st.received_objects != sent or st.indexed_objects != st.total_objects
-            or st.total_objects != sent + st.local_objects or st.indexed_deltas != st.total_deltas):
-        counts = ", ".join(f"{f[0]} {getattr(st, f[0])}" for f in Progress._fields_)
-        raise GitCallError(f"unexpected indexer progress: {counts}; the pack holds {sent}")
-    return st.total_objects
+            check(self.lg.git_odb_write_pack(ctypes.byref(self.wp), self.odb, None, None))
+        except BaseException:
+            self.lg.git_odb_free(self.odb)
+            raise
+        self.st = Progress()
+        self.head = b""
+
+    def __enter__(self) -> PackSink:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.wp.contents.free(self.wp)
+        self.lg.git_odb_free(self.odb)
+
+    def append(self, chunk) -> None:
+        chunk = bytes(chunk)
+        if len(self.head) < 12:
+            self.head += chunk[:12 - len(self.head)]
+        check(self.wp.contents.append(self.wp, ctypes.c_char_p(chunk), len(chunk), ctypes.byref(self.st)))
+
+    def commit(self) -> int:
+        st = self.st
+        check(self.wp.contents.commit(self.wp, ctypes.byref(st)))
+        # what a sane git_indexer_progress says after a commit (thin bases added by the indexer
+        # count in `local_objects`): a layout we declared wrongly shows here
+        sent = int.from_bytes(self.head[8:12], "big")
+        if (st.received_objects != sent or st.indexed_objects != st.total_objects
+                or st.total_objects != sent + st.local_objects or st.indexed_deltas != st.total_deltas):
+            counts = ", ".join(f"{f[0]} {getattr(st, f[0])}" for f in Progress._fields_)
+            raise GitCallError(f"unexpected indexer progress: {counts}; the pack holds {sent}")
+        return st.total_objects
 
 
 # --------------------------------------------------------------------------- MEMPACK

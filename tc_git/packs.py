@@ -78,12 +78,15 @@ class Pack:
         pack, else as `write_dir`. Returns the object count (0: nothing written)."""
         if not self.native:
             return self.write_dir(pack_dir)
-        count, data = self.data()
-        if count:
-            try:
-                _native.write_pack(target, [data])
-            except _native.GitCallError as e:
-                raise pygit2.GitError(str(e)) from None
+        try:
+            # streamed from the pack builder into the target's indexer: the pack is never whole
+            # in memory (it was twice: libgit2's buffer and its Python copy)
+            with _native.PackSink(target) as sink:
+                count, _size = _native.pack_walk_to(self.repo, self.tips, self.hides, sink.append, skip_empty=True)
+                if count:
+                    sink.commit()
+        except _native.GitCallError as e:
+            raise pygit2.GitError(str(e)) from None
         return count
 
     def _builder(self, objs) -> pygit2.PackBuilder:
