@@ -198,6 +198,7 @@ class Runner:
         if self._engine_cls is None:  # pygit2 is imported on first use: faster cold start
             from .engine import Engine
 
+            heap.bound_libgit2()  # before the first repository: libgit2's mapped packs and cache
             self._engine_cls = Engine
         return self._engine_cls
 

@@ -175,3 +175,56 @@ def test_idle_secrets_engine_is_released_and_comes_back(monkeypatch):
         assert secrets._engine, "and the engine is loaded again for it"
     finally:
         secrets._idle_after = None  # the watcher thread ends
+
+
+_BOUNDED_ROUND_TRIP = r"""
+import os, sys
+from tc_git import heap
+import pygit2
+limits = heap.bound_libgit2()
+assert pygit2.settings.mwindow_mapped_limit == limits["mwindow_mapped_limit"] == 1 << 20, limits
+assert pygit2.settings.mwindow_size > 1 << 20  # the window size stays libgit2's (see heap.py)
+from tc_git.engine import Engine
+src, dst, out = sys.argv[1:4]
+e = Engine(src)
+e.init("bounded", goal="g")
+e.save("one")
+for i in range(0, 100, 7):
+    with open(os.path.join(src, f"d{i % 9}", f"f{i}.bin"), "ab") as f:
+        f.write(b"more")
+e.save("two")
+e.compress()  # a repack under the same limits
+path = e.export(out)["path"]
+r = Engine(dst).import_(path, apply=True)
+assert r["restore"]["applied"], r["restore"]
+print(path)
+"""
+
+
+def test_bounded_libgit2_keeps_bundles_and_imports_valid(tmp_path):
+    """libgit2's mapped-pack limit (heap.bound_libgit2, set once in the MCP server) squeezed to
+    1 MiB against packs of several MiB: a save, a repack, an export and an import into an empty
+    workspace still give what stock git accepts (bundle verify, fsck of both stores) and the
+    imported workspace is the exported step, byte for byte (stock git's tree)."""
+    import subprocess
+
+    from conftest import fsck, git_tree
+
+    src, dst, out = tmp_path / "src", tmp_path / "dst", tmp_path / "out"
+    for p in (dst, out):
+        p.mkdir()
+    for i in range(100):
+        d = src / f"d{i % 9}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i}.bin").write_bytes(os.urandom(48 << 10))  # ~5 MiB of pack, incompressible
+    env = clean_env(TC_LIBGIT2_MAPPED_MB="1", TC_GIT="off")
+    r = subprocess.run([sys.executable, "-c", _BOUNDED_ROUND_TRIP, str(src), str(dst), str(out)], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    bundle = r.stdout.strip().splitlines()[-1]
+    v = subprocess.run(["git", "--git-dir", str(src / ".checkpoints"), "bundle", "verify", bundle],
+                       capture_output=True, text=True, env=clean_env())
+    assert v.returncode == 0, v.stderr
+    fsck(src / ".checkpoints")
+    fsck(dst / ".checkpoints")
+    assert git_tree(dst, dst / ".checkpoints") == git_tree(src, src / ".checkpoints")

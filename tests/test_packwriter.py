@@ -87,3 +87,34 @@ def test_first_snapshot_does_not_page_in_its_own_pack(tmp_path, tc_env_clean):
     tb = repo.TreeBuilder()
     with pytest.raises(pygit2.GitError):
         tb.insert("x", pygit2.Oid(hex="1" * 40), pygit2.enums.FileMode.BLOB)
+
+
+def test_imported_blobs_are_not_packed_again(tmp_path, tc_env_clean):
+    """An imported task restored into an empty workspace: the snapshot after the restore is a
+    first snapshot (empty private index), and its blobs are all in the imported pack already.
+    They are read and hashed (the restore is verified) but not compressed and written again:
+    the store keeps one pack; git fsck and stock git's tree of the workspace agree."""
+    from conftest import fsck, git_tree
+
+    from tc_git.engine import Engine
+
+    src = tmp_path / "src"
+    for i in range(60):
+        d = src / f"d{i % 6}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i}.txt").write_bytes(os.urandom(64).hex().encode())
+    e = Engine(src)
+    e.init("moving", goal="g")
+    e.save("s1")
+    out = tmp_path / "out"
+    out.mkdir()
+    bundle = e.export(str(out))["path"]
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    r = Engine(ws).import_(bundle, apply=True)
+    assert r["restore"]["applied"] and r["restore"]["plan"]["counts"]["to_write"] == 60, r["restore"]
+    store = ws / ".checkpoints"
+    packs = [f for f in os.listdir(store / "objects" / "pack") if f.endswith(".pack")]
+    assert len(packs) == 1, packs
+    fsck(store)
+    assert git_tree(ws, store) == str(pygit2.Repository(str(store))[r["restore"]["commit"]].tree_id)
