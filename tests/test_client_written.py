@@ -522,10 +522,11 @@ def test_newest_codex_spawns_a_subagent_and_resumes_its_calls(tmp_path, monkeypa
     assert [(c["namespace"], c["name"]) for c in calls] == [("multi_agent_v1", "spawn_agent"),
                                                            ("multi_agent_v1", "wait_agent")]
     assert any("<subagent_notification>" in json.dumps(i) for i in items if i.get("role") == "user")
-    for f in (parent, agent):
+    for f, prompts in ((parent, 2), (agent, 1)):  # the parent holds its agent, on the spawn call
         expected = codex_counts(f)
-        assert expected["counts"]["user"] == 1, (f, expected)
+        assert expected["counts"]["user"] == prompts, (f, expected)
         _check(_repo(tmp_path / f.stem), f, expected, tmp_path)
+    assert codex_counts(parent)["agents"] == {ameta["id"]: "call_sp1"}
 
     repo = _repo(tmp_path)
     res = T.record(repo, T.read_transcript(parent))

@@ -164,7 +164,37 @@ def codex_counts(path: Path) -> dict:
         c[role] = max(len(items[role]), len(events[role]))
     prompts = events["user"] if len(events["user"]) >= len(items["user"]) else items["user"]
     pairs = len((ids["use"] & ids["result"]) - {None})
-    return {"counts": c, "prompts": prompts, "rewinds": rollbacks, "agents": {}, "pairs": pairs}
+    agents: dict[str, str] = {}
+    # agents it spawned (spawn_agent's result names the agent's thread): their own rollouts, found
+    # by that id in the file name next to this one, count with it when they name it as parent
+    lines = _lines(path)
+    me = next((e["payload"].get("id") for e in lines if e.get("type") == "session_meta"), None)
+    spawns = {e["payload"].get("call_id") for e in lines if e.get("type") == "response_item"
+              and e["payload"].get("name") == "spawn_agent"}
+    for e in lines:
+        p = e.get("payload") if e.get("type") == "response_item" else None
+        if not p or p.get("type") != "function_call_output" or p.get("call_id") not in spawns:
+            continue
+        try:
+            agent = json.loads(p.get("output"))["agent_id"]
+        except (TypeError, ValueError, KeyError):
+            continue
+        roots = [path.parent] + ([path.parents[3]] if len(path.parents) > 3 and path.parents[2].parent.name == "sessions"
+                                 else [])
+        child = sorted({f for r in roots for f in r.glob(f"**/rollout-*-{agent}.jsonl")})
+        if not child:
+            continue
+        meta = _lines(child[0])[0].get("payload") or {}
+        src = meta.get("source") if isinstance(meta.get("source"), dict) else {}
+        spawn = src.get("subagent") if isinstance(src.get("subagent"), dict) else {}
+        if (meta.get("parent_thread_id") or (spawn.get("thread_spawn") or {}).get("parent_thread_id")) != me:
+            continue
+        sub = codex_counts(child[0])
+        c.update(sub["counts"])
+        prompts = prompts + sub["prompts"]
+        pairs += sub["pairs"]
+        agents[agent] = p["call_id"]
+    return {"counts": c, "prompts": prompts, "rewinds": rollbacks, "agents": agents, "pairs": pairs}
 
 
 # -- the recorded side -------------------------------------------------------------------------

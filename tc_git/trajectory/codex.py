@@ -173,8 +173,9 @@ class _Builder:
             src = p.get("source")
             sub = src.get("subagent") if isinstance(src, dict) else None  # {"thread_spawn": {...}}, or "review"
             spawn = sub.get("thread_spawn") if isinstance(sub, dict) else None
-            if isinstance(spawn, dict) and spawn.get("parent_thread_id"):
-                self.t.meta["parent_thread_id"] = spawn["parent_thread_id"]
+            parent = spawn.get("parent_thread_id") if isinstance(spawn, dict) else p.get("parent_thread_id")
+            if isinstance(parent, str) and parent:  # (0.10x: in the source; 0.17x: beside it)
+                self.t.meta["parent_thread_id"] = parent
         elif isinstance(p.get("forked_from_id"), str):
             self.t.meta.setdefault("forked_from_id", p["forked_from_id"])
 
@@ -317,3 +318,31 @@ def history_base(first: Any) -> tuple[str, int] | None:
     if not isinstance(tid, str) or not _THREAD_ID.fullmatch(tid) or not isinstance(end, int) or isinstance(end, bool):
         return None
     return tid, end
+
+
+def spawned_agents(t: Transcript) -> list[tuple[str, str]]:
+    """(key of the spawn_agent call, agent thread id) for each agent the rollout started: the id
+    is in the call's result (`{"agent_id": ...}`)."""
+    calls = {e.call_id: e for e in t.events if e.kind == "tool_call" and e.call_id
+             and (e.tool_name or "").split("__")[-1] == "spawn_agent"}
+    out = []
+    for e in t.events:
+        call = calls.get(e.call_id or "") if e.kind == "tool_result" else None
+        parsed = _json_or_str(e.tool_output) if call is not None and isinstance(e.tool_output, str) else None
+        agent = parsed.get("agent_id") if isinstance(parsed, dict) else None
+        if call is not None and isinstance(agent, str) and _THREAD_ID.fullmatch(agent):
+            out.append((call.key, agent))
+    return out
+
+
+def attach_agent(t: Transcript, spawn_key: str, agent: str, child: Transcript) -> None:
+    """Hang a spawned agent's own rollout off the call that started it, on lane `agent-<id>`
+    (as Claude Code subagents), when that rollout names this thread as its parent."""
+    if child.meta.get("parent_thread_id") != t.session_id or not child.events:
+        return
+    order = max((e.order for e in t.events), default=0)
+    keys = {e.key: f"a{agent}-{e.key}" for e in child.events}
+    for e in child.events:
+        e.key, e.parent = keys[e.key], keys.get(e.parent or "", spawn_key)
+        e.lane, e.sidechain, e.agent_id, e.order = f"agent-{agent}", True, agent, order + e.order
+        t.events.append(e)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .claude import read_claude
-from .codex import ENVELOPE_TYPES, ITEM_TYPES, history_base, read_codex
+from .codex import ENVELOPE_TYPES, ITEM_TYPES, attach_agent, history_base, read_codex, spawned_agents
 from .model import Event, Transcript, parse_time
 
 __all__ = ["read_transcript", "read_steps", "detect_format", "subagent_files", "iter_lines"]
@@ -77,6 +77,10 @@ def read_transcript(path: str | Path, *, fmt: str | None = None,
         return read_steps(steps, session_id=session_id or path.stem)
     if fmt == "codex":
         t = read_codex(iter_lines(path), _codex_bases(path))
+        for spawn, agent in spawned_agents(t):  # agents it started: their rollouts, on their call
+            child = _codex_file(path, agent)
+            if child is not None:
+                attach_agent(t, spawn, agent, read_codex(iter_lines(child), _codex_bases(child)))
     else:
         subs = subagent_files(path) if subagents is None else [Path(p) for p in subagents]
         t = read_claude(iter_lines(path), [(iter_lines(p), _meta(p), _agent_id(p)) for p in subs])
@@ -93,6 +97,21 @@ def _first_line(path: Path) -> Any:
     except (OSError, ValueError):
         pass
     return None
+
+
+def _sessions_root(path: Path) -> Path | None:
+    """`<codex home>/sessions` when `path` is in its `YYYY/MM/DD/` tree, else None."""
+    return path.parents[3] if len(path.parents) > 3 and path.parents[2].parent.name == "sessions" else None
+
+
+def _codex_file(path: Path, thread: str) -> Path | None:
+    """The first rollout of `thread` next to `path` (the same sessions tree, or directory)."""
+    root = _sessions_root(path)
+    try:
+        found = sorted(root.glob(f"*/*/*/rollout-*-{thread}.jsonl") if root else path.parent.glob(f"rollout-*-{thread}.jsonl"))
+    except OSError:
+        return None
+    return found[0] if found and found[0].is_file() and found[0] != path else None
 
 
 def _codex_bases(path: Path, depth: int = 0) -> list[tuple[Iterator[Any], int | None]]:
