@@ -74,6 +74,142 @@ def local_http(handler):
         server.server_close()
 
 
+
+def sse(wfile, events: list[dict]) -> None:
+    """Write `events` as server-sent events, the way the model APIs stream."""
+    import json
+
+    for ev in events:
+        wfile.write(f"event: {ev['type']}\ndata: {json.dumps(ev)}\n\n".encode())
+
+
+def _fake_messages_base():
+    import http.server
+    import json
+
+    class FakeMessages(http.server.BaseHTTPRequestHandler):
+        """A local Anthropic Messages endpoint for the real Claude Code CLI. Every request is kept
+        (`path`, `key`, `body`); POST /v1/messages is answered with `answer(body)`: a message id and
+        content blocks (text or tool_use), streamed when Claude Code asks for a stream. Token counts
+        and anything else: 200 JSON. A subclass sets its own `requests` list and `answer`."""
+
+        requests: list[dict] = []
+
+        def answer(self, body: dict) -> tuple[str, list[dict]]:
+            return "msg_fake", [{"type": "text", "text": "resumed fine"}]
+
+        @classmethod
+        def message_bodies(cls) -> list[dict]:
+            return [r["body"] for r in cls.requests
+                    if r["path"].startswith("/v1/messages") and "count_tokens" not in r["path"]]
+
+        def do_HEAD(self):  # noqa: N802 - Claude Code's reachability check
+            self.send_response(200)
+            self.end_headers()
+
+        def do_GET(self):  # noqa: N802
+            self._json({})
+
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+            type(self).requests.append({"path": self.path, "key": self.headers.get("x-api-key"), "body": body})
+            if not self.path.startswith("/v1/messages") or "count_tokens" in self.path:
+                return self._json({"input_tokens": 1})
+            mid, content = self.answer(body)
+            stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
+            msg = {"id": mid, "type": "message", "role": "assistant", "model": body.get("model", "claude"),
+                   "content": [], "stop_reason": None, "stop_sequence": None,
+                   "usage": {"input_tokens": 1, "output_tokens": 1}}
+            if not body.get("stream"):
+                return self._json(dict(msg, content=content, stop_reason=stop))
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            evs: list[dict] = [{"type": "message_start", "message": msg}]
+            for i, b in enumerate(content):
+                if b["type"] == "text":
+                    evs += [{"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}},
+                            {"type": "content_block_delta", "index": i,
+                             "delta": {"type": "text_delta", "text": b["text"]}}]
+                else:
+                    evs += [{"type": "content_block_start", "index": i,
+                             "content_block": {"type": "tool_use", "id": b["id"], "name": b["name"], "input": {}}},
+                            {"type": "content_block_delta", "index": i,
+                             "delta": {"type": "input_json_delta", "partial_json": json.dumps(b["input"])}}]
+                evs.append({"type": "content_block_stop", "index": i})
+            evs += [{"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                     "usage": {"output_tokens": 2}}, {"type": "message_stop"}]
+            sse(self.wfile, evs)
+
+        def _json(self, obj):
+            data = json.dumps(obj).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    return FakeMessages
+
+
+FakeMessages = _fake_messages_base()
+
+
+def _fake_responses_base():
+    import http.server
+    import json
+
+    class FakeResponses(http.server.BaseHTTPRequestHandler):
+        """A local OpenAI Responses endpoint for the real Codex CLI: POST keeps the request (`path`,
+        `body`) and streams back the output items `items(body)` gives; GET (model lists): 404."""
+
+        requests: list[dict] = []
+
+        def items(self, body: dict) -> list[dict]:
+            return [{"type": "message", "role": "assistant", "id": "msg_fake",
+                     "content": [{"type": "output_text", "text": "resumed fine"}]}]
+
+        @classmethod
+        def bodies(cls) -> list[dict]:
+            return [r["body"] for r in cls.requests]
+
+        def do_POST(self):  # noqa: N802 - http.server's name
+            body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+            type(self).requests.append({"path": self.path, "body": body})
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            usage = {"input_tokens": 1, "input_tokens_details": None, "output_tokens": 1,
+                     "output_tokens_details": None, "total_tokens": 2}
+            sse(self.wfile, [{"type": "response.created", "response": {"id": "resp_1"}},
+                             *({"type": "response.output_item.done", "item": it} for it in self.items(body)),
+                             {"type": "response.completed", "response": {"id": "resp_1", "usage": usage}}])
+
+        def do_GET(self):  # noqa: N802 - model lists etc.: not offered
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    return FakeResponses
+
+
+FakeResponses = _fake_responses_base()
+
+
+def first_parent_chain(repo, tip) -> list[str]:
+    """Commit ids from the root to `tip` along first parents (a trajectory branch, oldest first)."""
+    out, c = [], repo[tip]
+    while True:
+        out.append(str(c.id))
+        if not c.parent_ids:
+            return out[::-1]
+        c = repo[c.parent_ids[0]]
+
 def fsck(store) -> None:
     """`git fsck --full` must be clean: exit 0 and no error, missing, broken or corrupt object."""
     r = subprocess.run(["git", f"--git-dir={store}", "fsck", "--full", "--no-progress"],

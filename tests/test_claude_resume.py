@@ -19,13 +19,12 @@ like test_plugin's, so a format change upstream shows up here).
 from __future__ import annotations
 
 import hashlib
-import http.server
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import TRANSCRIPTS, clean_env, local_http
+from conftest import TRANSCRIPTS, FakeMessages, clean_env, local_http
 
 from tc_git import trajectory as T
 from tc_git.store import Store
@@ -37,50 +36,10 @@ PROMPT = "continue"
 ITS_OWN = {("user", "Continue from where you left off."), ("assistant", "No response requested.")}
 
 
-class _FakeMessages(http.server.BaseHTTPRequestHandler):
-    """POST /v1/messages: keep the request, stream back one text reply; anything else: 200 {}."""
+class _FakeMessages(FakeMessages):
+    """Keeps every request and answers each conversation with one text reply."""
 
     requests: list[dict] = []
-
-    def do_HEAD(self):  # noqa: N802 - Claude Code's reachability check
-        self.send_response(200)
-        self.end_headers()
-
-    def do_GET(self):  # noqa: N802
-        self._json({})
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
-        type(self).requests.append({"path": self.path, "key": self.headers.get("x-api-key"), "body": body})
-        if not self.path.startswith("/v1/messages") or "count_tokens" in self.path:
-            return self._json({"input_tokens": 1})
-        msg = {"id": "msg_fake", "type": "message", "role": "assistant", "model": body.get("model", "claude"),
-               "content": [], "stop_reason": None, "stop_sequence": None,
-               "usage": {"input_tokens": 1, "output_tokens": 1}}
-        if not body.get("stream"):
-            return self._json(dict(msg, content=[{"type": "text", "text": "resumed fine"}], stop_reason="end_turn"))
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.end_headers()
-        for ev in ({"type": "message_start", "message": msg},
-                   {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-                   {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "resumed fine"}},
-                   {"type": "content_block_stop", "index": 0},
-                   {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                    "usage": {"output_tokens": 2}},
-                   {"type": "message_stop"}):
-            self.wfile.write(f"event: {ev['type']}\ndata: {json.dumps(ev)}\n\n".encode())
-
-    def _json(self, obj):
-        data = json.dumps(obj).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,6 @@ and the requests show each client really cut its context at the rewind.
 """
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import queue
@@ -39,7 +38,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, fsck, local_http, npm_cli
+from conftest import FakeMessages, FakeResponses, clean_env, first_parent_chain, fsck, local_http, npm_cli
 from test_trajectory_fixtures import _check, _lines, claude_counts, codex_counts
 
 from tc_git import trajectory as T
@@ -54,11 +53,6 @@ def _repo(tmp_path: Path):
     s = Store(ws / ".checkpoints", ws)
     s.create()
     return s.repo
-
-
-def _sse(wfile, events: list[dict]) -> None:
-    for ev in events:
-        wfile.write(f"event: {ev['type']}\ndata: {json.dumps(ev)}\n\n".encode())
 
 
 # -- Claude Code ---------------------------------------------------------------------------------
@@ -100,56 +94,11 @@ def claude_script(body: dict) -> tuple[str, list[dict]]:
     return "msg_other", [{"type": "text", "text": "ok"}]  # Claude Code's own side requests
 
 
-class _ScriptedMessages(http.server.BaseHTTPRequestHandler):
+class _ScriptedMessages(FakeMessages):
     requests: list[dict] = []
 
-    def do_HEAD(self):  # noqa: N802 - Claude Code's reachability check
-        self.send_response(200)
-        self.end_headers()
-
-    def do_GET(self):  # noqa: N802
-        self._json({})
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
-        if not self.path.startswith("/v1/messages") or "count_tokens" in self.path:
-            return self._json({"input_tokens": 1})
-        type(self).requests.append(body)
-        mid, content = claude_script(body)
-        stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
-        msg = {"id": mid, "type": "message", "role": "assistant", "model": body.get("model", "claude"),
-               "content": [], "stop_reason": None, "stop_sequence": None,
-               "usage": {"input_tokens": 1, "output_tokens": 1}}
-        if not body.get("stream"):
-            return self._json(dict(msg, content=content, stop_reason=stop))
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.end_headers()
-        evs: list[dict] = [{"type": "message_start", "message": msg}]
-        for i, b in enumerate(content):
-            if b["type"] == "text":
-                evs += [{"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}},
-                        {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": b["text"]}}]
-            else:
-                evs += [{"type": "content_block_start", "index": i,
-                         "content_block": {"type": "tool_use", "id": b["id"], "name": b["name"], "input": {}}},
-                        {"type": "content_block_delta", "index": i,
-                         "delta": {"type": "input_json_delta", "partial_json": json.dumps(b["input"])}}]
-            evs.append({"type": "content_block_stop", "index": i})
-        evs += [{"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                 "usage": {"output_tokens": 2}}, {"type": "message_stop"}]
-        _sse(self.wfile, evs)
-
-    def _json(self, obj):
-        data = json.dumps(obj).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+    def answer(self, body: dict) -> tuple[str, list[dict]]:
+        return claude_script(body)
 
 
 def claude_writes(claude: Path, root: Path) -> tuple[Path, list[dict]]:
@@ -180,7 +129,7 @@ def claude_writes(claude: Path, root: Path) -> tuple[Path, list[dict]]:
         at = next(e["uuid"] for e in _lines(path) if (e.get("message") or {}).get("id") == "msg_m3")
         run("--resume", sid, "--resume-session-at", at, "--", "PROMPT-THREE instead")
         run("--resume", sid, "--fork-session", "--", "PROMPT-TWO forked")  # a new session, its own file
-    return path, list(_ScriptedMessages.requests)
+    return path, _ScriptedMessages.message_bodies()
 
 
 @pytest.fixture(scope="module")
@@ -239,12 +188,7 @@ def test_claude_code_fork_session_shares_the_recorded_commits(claude_session, tm
     b = T.record(repo, T.read_transcript(forked[0]))
 
     def chain(tip: str) -> list[str]:
-        out, c = [], repo[tip]
-        while True:
-            out.append(str(c.id))
-            if not c.parent_ids:
-                return out[::-1]
-            c = repo[c.parent_ids[0]]
+        return first_parent_chain(repo, tip)
     assert a.session != b.session and sorted(b.branches) == ["main"]
     ours, theirs = chain(a.branches["main"]), chain(b.branches["main"])
     assert theirs[:len(ours)] == ours and len(theirs) == len(ours) + 2
@@ -286,27 +230,11 @@ def codex_script(body: dict) -> list[dict]:
     return say("ok")
 
 
-class _ScriptedResponses(http.server.BaseHTTPRequestHandler):
+class _ScriptedResponses(FakeResponses):
     requests: list[dict] = []
 
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
-        type(self).requests.append(body)
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.end_headers()
-        usage = {"input_tokens": 1, "input_tokens_details": None, "output_tokens": 1,
-                 "output_tokens_details": None, "total_tokens": 2}
-        _sse(self.wfile, [{"type": "response.created", "response": {"id": "resp_1"}},
-                          *({"type": "response.output_item.done", "item": it} for it in codex_script(body)),
-                          {"type": "response.completed", "response": {"id": "resp_1", "usage": usage}}])
-
-    def do_GET(self):  # noqa: N802 - model lists etc.: not offered
-        self.send_response(404)
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
+    def items(self, body: dict) -> list[dict]:
+        return codex_script(body)
 
 
 def _codex_env(home: Path) -> dict:
@@ -398,7 +326,7 @@ def codex_rolls_back(codex: Path, root: Path) -> tuple[Path, list[dict]]:
             srv.turn(thread["id"], "PROMPT-THREE instead")
         finally:
             srv.close()
-    return Path(thread["path"]), list(_ScriptedResponses.requests)
+    return Path(thread["path"]), _ScriptedResponses.bodies()
 
 
 def test_codex_writes_local_shell_call_and_rollback(codex_pinned, tmp_path):
@@ -487,7 +415,7 @@ def test_claude_code_resumes_the_recorded_session_as_it_first_sent_it(claude, cl
     with local_http(_ScriptedMessages) as port:
         out = CR._resume(claude, home, proj, port, got["session_id"])
     assert "third prompt answered" in out, out[-2000:]
-    assert CR._results_sorted(said(_ScriptedMessages.requests[-1])) == CR._results_sorted(before)
+    assert CR._results_sorted(said(_ScriptedMessages.message_bodies()[-1])) == CR._results_sorted(before)
 
 
 def test_newest_codex_spawns_a_subagent_and_resumes_its_calls(tmp_path, monkeypatch):
@@ -510,7 +438,7 @@ def test_newest_codex_spawns_a_subagent_and_resumes_its_calls(tmp_path, monkeypa
                            capture_output=True, text=True, env=_codex_env(home), cwd=proj, timeout=120,
                            stdin=subprocess.DEVNULL)
     assert r.returncode == 0 and "spawned and done" in r.stdout, r.stderr[-2000:]
-    first = [q for q in _ScriptedResponses.requests if "PROMPT-SPAWN" in json.dumps(q["input"])][-1]
+    first = [q for q in _ScriptedResponses.bodies() if "PROMPT-SPAWN" in json.dumps(q["input"])][-1]
     rollouts = {}
     for f in home.rglob("rollout-*.jsonl"):
         meta = _lines(f)[0]["payload"]
@@ -538,7 +466,7 @@ def test_newest_codex_spawns_a_subagent_and_resumes_its_calls(tmp_path, monkeypa
     with local_http(_ScriptedResponses) as port:
         r = CR._resume(codex, back, proj, port, "PROMPT-SPAWN again")
     assert r.returncode == 0, r.stderr[-2000:]
-    again = _ScriptedResponses.requests[-1]["input"]
+    again = _ScriptedResponses.bodies()[-1]["input"]
     tools = lambda inp: [CR._norm(i) for i in inp if str(i.get("type")).startswith("function_call")]  # noqa: E731
     assert tools(again) == tools(first["input"]) and len(tools(again)) == 4
 
@@ -573,7 +501,7 @@ def test_newest_codex_revert_writes_a_segment_that_continues_its_base(tmp_path):
             srv.turn(thread["id"], "PROMPT-TWO instead")
         finally:
             srv.close()
-    assert "PROMPT-THREE" not in json.dumps(_ScriptedResponses.requests[-1]["input"])  # Codex dropped it
+    assert "PROMPT-THREE" not in json.dumps(_ScriptedResponses.bodies()[-1]["input"])  # Codex dropped it
     files = sorted(home.rglob("rollout-*.jsonl"))
     assert len(files) == 2 and files[1].name.endswith(".jsonl") and "_" in files[1].name.rsplit(thread["id"], 1)[1]
     base, segment = files

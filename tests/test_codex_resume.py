@@ -12,7 +12,6 @@ test_plugin's Claude Code, so a format change upstream shows up here).
 """
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import re
@@ -20,7 +19,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import TRANSCRIPTS, local_http, npm_cli
+from conftest import TRANSCRIPTS, FakeResponses, local_http, npm_cli
 
 from tc_git import trajectory as T
 from tc_git.store import Store
@@ -34,28 +33,10 @@ def _codex_cli() -> Path:
     return npm_cli("TC_CODEX_CLI", "codex", PACKAGE, "codex", "the Codex CLI that judges the written rollouts")
 
 
-class _FakeResponses(http.server.BaseHTTPRequestHandler):
-    """POST /v1/responses: keep the request, stream back one assistant message."""
+class _FakeResponses(FakeResponses):
+    """Keeps every request and answers each with one assistant message."""
 
     requests: list[dict] = []
-
-    def do_POST(self):  # noqa: N802 - http.server's name
-        body = self.rfile.read(int(self.headers.get("content-length") or 0))
-        type(self).requests.append({"path": self.path, "body": json.loads(body)})
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.end_headers()
-        usage = {"input_tokens": 1, "input_tokens_details": None, "output_tokens": 1,
-                 "output_tokens_details": None, "total_tokens": 2}
-        for ev in ({"type": "response.created", "response": {"id": "resp_1"}},
-                   {"type": "response.output_item.done", "item": {
-                       "type": "message", "role": "assistant", "id": "msg_fake",
-                       "content": [{"type": "output_text", "text": "resumed fine"}]}},
-                   {"type": "response.completed", "response": {"id": "resp_1", "usage": usage}}):
-            self.wfile.write(f"event: {ev['type']}\ndata: {json.dumps(ev)}\n\n".encode())
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pygit2
 import pytest
-from conftest import TRANSCRIPTS, clean_env, fsck  # noqa: E402
+from conftest import TRANSCRIPTS, clean_env, first_parent_chain, fsck  # noqa: E402
 
 from tc_git import trajectory as T
 from tc_git.store import Store
@@ -31,13 +31,7 @@ def _store(path: Path) -> pygit2.Repository:
     return s.repo
 
 
-def _chain(repo, tip) -> list[str]:
-    out, c = [], repo[tip]
-    while True:
-        out.append(str(c.id))
-        if not c.parent_ids:
-            return out[::-1]
-        c = repo[c.parent_ids[0]]
+_chain = first_parent_chain
 
 
 def _roundtrip(tmp_path: Path, name: str, client: str, branch: str = "main", cut: float = 0.6):
