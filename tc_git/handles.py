@@ -92,13 +92,23 @@ def _delay() -> float:
 
 
 # ----------------------------------------------------------------------------- idle handles
-def checkout(store, workspace) -> tuple[Any, Any] | None:
-    """The handle an earlier call left for this store and workspace (now this caller's alone),
-    after any deferred index write of the store is done; None if there is none."""
-    k = key(store)
+def checkout(store, workspace, claim: bool = False) -> tuple[Any, Any, int | None] | None:
+    """The handle an earlier call left for this store and workspace (now this caller's alone):
+    (handle, pack stamp, None); None if there is none. A deferred index write of the store is
+    waited for, or with `claim` (an engine call, which releases the store when it ends) taken
+    over before it starts, lock included: (handle, pack stamp, lock fd)."""
+    k, w = key(store), key(workspace)
     with _cv:
-        _wait_written(k)
-        return _idle.pop((k, key(workspace)), None)
+        while k in _pending:
+            d = _pending[k]
+            if claim and d.state == "waiting" and d.workspace == w:
+                d.state = "claimed"
+                del _pending[k]
+                _cv.notify_all()
+                return d.repo, d.stamp, d.fd
+            _cv.wait(1.0)
+        kept = _idle.pop((k, w), None)
+        return None if kept is None else (kept[0], kept[1], None)
 
 
 def checkin(store, workspace, repo, stamp) -> None:

@@ -178,9 +178,14 @@ class Store:
         if self._repo is None:
             if not is_ours(self.path):  # defence in depth: whoever built this Store, never a foreign repo
                 raise UnsafeRoot(f"{self.path} is not a tc-git store (no marker {MARKER}); refusing to open it")
-            kept = handles.checkout(self.path, self.workspace)  # an earlier call's handle: its index is parsed
-            if kept is not None and kept[1] == self._pack_dir_stamp():
-                self._repo, self._pack_stamp = kept
+            # an earlier call's handle, its index parsed; inside an engine call, one whose index
+            # is still to be written is taken over with the lock (released by release())
+            kept = handles.checkout(self.path, self.workspace,
+                                    claim=self.deferrable and self._lock_fd is None and self._held_fd is None)
+            if kept is not None and (kept[2] is not None or kept[1] == self._pack_dir_stamp()):
+                self._repo, self._pack_stamp = kept[0], kept[1]
+                if kept[2] is not None:
+                    self._held_fd = kept[2]
                 return kept[0]
             stamp = self._pack_dir_stamp()  # (taken first: a pack added meanwhile only reopens once more)
             repo = pygit2.Repository(str(self.path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)

@@ -232,3 +232,38 @@ def test_failed_snapshot_after_takeover_means_full_scan(tmp_path, deferring, mon
     assert _tree(eng, r["commit"]) == git_tree(ws, store)
     assert not (store / handles.MARKER).exists()
     fsck(store)
+
+
+def test_read_right_after_a_save_takes_the_unwritten_index_over(tmp_path, deferring, monkeypatch):
+    """A read-only engine call (tc_show) right after a save neither waits for the deferred write
+    nor opens a second handle: it takes handle and lock over like a save would, and the write
+    happens after it."""
+    from tc_git.engine import Engine
+
+    monkeypatch.setenv("TC_INDEX_DELAY", "30")
+    monkeypatch.setattr(handles, "MAX_AGE", 60.0)
+    ws = _ws(tmp_path)
+    eng = Engine(ws)
+    eng.init("t")
+    eng.save("first")
+    store = eng.store.path
+    write(ws, "d0/f0.txt", b"changed\n")
+    eng.save("one file")
+    token = (store / handles.MARKER).read_text()
+    t0 = time.monotonic()
+    shown = Engine(ws).show()
+    assert time.monotonic() - t0 < 10  # (it did not wait for the 30 s delay)
+    assert shown["task_id"]
+    assert (store / handles.MARKER).read_text() == token  # still the same unwritten index
+    assert not _lock_free(store)
+    handles.flush_all()
+    assert not (store / handles.MARKER).exists() and _lock_free(store)
+    # outside an engine call nothing is taken over: a plain read waits for the write instead
+    monkeypatch.setenv("TC_INDEX_DELAY", "0.5")
+    write(ws, "d1/f1.txt", b"again\n")
+    r = eng.save("two")
+    assert (store / handles.MARKER).exists()
+    tree = _tree(Engine(ws), r["commit"])  # Engine.repo outside a call: waits, then reads
+    assert tree == git_tree(ws, store)
+    handles.flush_all()
+    fsck(store)
