@@ -507,16 +507,18 @@ class _Run:
         if not _native.has(_native.INDEX_STAT):
             return None  # entries without stat data: the one-by-one route says so
         recs = memoryview(self.pending_recs)
-        entries = []
-        for i, rel in enumerate(self.pending):
-            if rel in self.left:
-                continue
-            rec = recs[i * _PENDING:(i + 1) * _PENDING]
-            st = _LiteStat.unpack(rec[20:])
-            entries.append((rel.encode("utf-8", "surrogateescape"), bytes(rec[:20]), _git_mode(st), st))
+        order = sorted((rel.encode("utf-8", "surrogateescape"), i)
+                       for i, rel in enumerate(self.pending) if rel not in self.left)
+
+        def entries():  # one at a time, in path order: only the (path, position) list is held
+            for path, i in order:
+                rec = recs[i * _PENDING:(i + 1) * _PENDING]
+                st = _LiteStat.unpack(rec[20:])
+                yield path, bytes(rec[:20]), _git_mode(st), st
+
         try:
-            indexfile.write(os.path.join(self.repo.path, "index"), entries, RACY_NS)
-            entries = []
+            indexfile.write(os.path.join(self.repo.path, "index"), len(order), entries(), RACY_NS)
+            order.clear()
             self.idx.read(True)
             return self.idx.write_tree()
         except (pygit2.GitError, ValueError, OSError):
