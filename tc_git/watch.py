@@ -348,17 +348,20 @@ def _skip_store_watches(store: Path) -> None:
     everything, as before (correct, slower)."""
     _SKIPPED.add(os.fsencode(str(Path(store).resolve())))
     try:
+        from watchdog import version
         from watchdog.observers import inotify as wi
 
         group = wi.InotifyWatchGroup
         orig = group._add_callback
     except (ImportError, AttributeError):
         return
-    if getattr(orig, "_tc_skips", False):
+    # a private method: patched only in the major version whose behaviour was read and tested
+    if version.VERSION_MAJOR != 7 or getattr(orig, "_tc_skips", False):
         return
 
     def _add_callback(self, path: bytes) -> None:
-        if _skipped(path):
+        # the watch's own root is always watched (a workspace below a `.git/` directory stays seen)
+        if path != getattr(self, "path", None) and _skipped(path):
             return None
         return orig(self, path)
 
