@@ -52,7 +52,12 @@ class Watched:
         return tree, "journal" if self.journal.refreshes > before else "full"
 
     def stop(self):
+        from tc_git import handles
+
         self.watcher.stop()
+        # an index write deferred past the last save's answer (handles.py, on while a watcher
+        # runs) must not land in a workspace the test is already removing
+        handles.flush_all()
 
 
 @pytest.fixture
