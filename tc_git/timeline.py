@@ -239,13 +239,7 @@ class Timeline:
         elif re.fullmatch(r"[rR]\d+", ident):
             return self._find_restore(int(ident[1:]), ident)
         elif re.fullmatch(r"[0-9a-fA-F]{4,40}", ident):
-            hits = [e for e in self.walk() if str(e.oid).startswith(ident.lower())]
-            if len(hits) > 1:
-                raise NotFound(f"commit prefix {ident} is ambiguous in task {self.task_id}: give more digits")
-            if hits:
-                hits[0].record = self.record(hits[0].oid)
-                return hits[0]
-            raise NotFound(f"no commit {ident} in task {self.task_id}: see the ids with `log`")
+            return self._find_commit(ident)
         else:
             raise NotFound(f"{ident!r} is not an id: a step (2 or s0002), a drift (d0001), a restore "
                            "(r0001) or a commit id prefix")
@@ -253,8 +247,21 @@ class Timeline:
             if match(e):
                 e.record = self.record(e.oid)
                 return e
+        if re.fullmatch(r"\d{7,40}", ident):
+            # An abbreviated commit id can be all digits (git abbreviates to 7+); no task has a
+            # million steps, so a long number that names no step is read as a commit prefix.
+            return self._find_commit(ident)
         raise NotFound(f"task {self.task_id} has no {what} {ident}: "
                        "see tc_show for the steps (include_drift for drifts)")
+
+    def _find_commit(self, prefix: str) -> Entry:
+        hits = [e for e in self.walk() if str(e.oid).startswith(prefix.lower())]
+        if len(hits) > 1:
+            raise NotFound(f"commit prefix {prefix} is ambiguous in task {self.task_id}: give more digits")
+        if hits:
+            hits[0].record = self.record(hits[0].oid)
+            return hits[0]
+        raise NotFound(f"no commit {prefix} in task {self.task_id}: see the ids with `log`")
 
     def _find_restore(self, n: int, ident: str) -> Entry:
         """Restore ids count the task's restores, oldest first; older restores carry no

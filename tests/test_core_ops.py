@@ -8,6 +8,7 @@ import pytest
 from conftest import git, tree_state, write
 
 from tc_git.engine import Engine
+from tc_git.errors import NotFound
 
 pytestmark = pytest.mark.usefixtures("fsck_after")
 
@@ -226,3 +227,22 @@ def test_restore_note_lists_what_git_diff_shows(e, ws):
     note = e._timeline().record(head)["changed"]
     assert note["count"] == len(want) == 3 and [[f["path"], f["status"]] for f in note["files"]] == want
     assert r["recovered"]
+
+
+def test_an_all_digit_commit_prefix_names_its_commit(e, ws):
+    """git abbreviates ids to 7+ hex digits, and ~4% of those are all digits: such an id names
+    its commit when no step has that number (a short number stays a step number)."""
+    for i in range(400):
+        write(ws, "a.txt", f"v{i}\n")
+        s = e.save(f"step {i}")
+        if s["commit"][:7].isdigit():
+            break
+    else:
+        pytest.fail("no all-digit commit id in 400 saves")
+    prefix = s["commit"][:7]
+    assert e.show_point(prefix)["steps"][0]["index"] == s["index"]
+    r = e.restore(at=prefix)
+    assert r["target"] == f"s{s['index']:04d}" and not r["applied"]
+    assert e.show_point("1")["steps"][0]["index"] == 1
+    with pytest.raises(NotFound, match="no commit"):
+        e.show_point("0000000" if not s["commit"].startswith("0000000") else "9999999")
