@@ -54,21 +54,29 @@ def _lock_free(store: Path) -> bool:
     return out == "free"
 
 
+def _first_saved(tmp_path: Path, *extra: tuple[str, bytes]):
+    """A workspace of 30 files (+ `extra` (path, bytes)), its task and first save: (ws, engine, store)."""
+    from tc_git.engine import Engine
+
+    ws = _ws(tmp_path)
+    for rel, data in extra:
+        write(ws, rel, data)
+    eng = Engine(ws)
+    eng.init("t")
+    eng.save("first")
+    return ws, eng, eng.store.path
+
+
 def _tree(eng, commit: str) -> str:
     return str(eng.repo[commit].peel(__import__("pygit2").Commit).tree_id)
 
 
 def test_index_written_after_the_answer(tmp_path, deferring, monkeypatch):
-    from tc_git.engine import Engine
 
     monkeypatch.setenv("TC_INDEX_DELAY", "30")  # (flush_all below writes it; a loaded machine is slow)
     monkeypatch.setattr(handles, "MAX_AGE", 60.0)
 
-    ws = _ws(tmp_path)
-    eng = Engine(ws)
-    eng.init("t")
-    eng.save("first")  # (a first snapshot writes its index at once)
-    store = eng.store.path
+    ws, eng, store = _first_saved(tmp_path)  # (a first snapshot writes its index at once)
     write(ws, "d0/f0.txt", b"changed\n")
     r = eng.save("one file")
     # answered: the index is still to be written (the marker says so) and the lock is still held
@@ -140,12 +148,7 @@ def _saver(ws: Path, mode: str, hold: float, delay: str) -> subprocess.Popen:
 def test_crash_between_answer_and_index_write(tmp_path):
     from tc_git.engine import Engine
 
-    ws = _ws(tmp_path)
-    write(ws, "a.txt", b"before\n")
-    eng = Engine(ws)
-    eng.init("t")
-    eng.save("first")
-    store = eng.store.path
+    ws, eng, store = _first_saved(tmp_path, ("a.txt", b"before\n"))
     p = _saver(ws, "crash", 0, "30")
     commit = p.stdout.readline().strip()
     assert p.wait(60) == -signal.SIGKILL
@@ -178,12 +181,7 @@ def test_crash_between_answer_and_index_write(tmp_path):
 def test_other_process_capture_waits_for_the_index(tmp_path):
     from tc_git.engine import Engine
 
-    ws = _ws(tmp_path)
-    write(ws, "a.txt", b"before\n")
-    eng = Engine(ws)
-    eng.init("t")
-    eng.save("first")
-    store = eng.store.path
+    ws, eng, store = _first_saved(tmp_path, ("a.txt", b"before\n"))
     p = _saver(ws, "hold", 3.0, "1.0")  # the index written 1 s after the answer
     commit = p.stdout.readline().strip()
     try:
@@ -208,11 +206,7 @@ def test_failed_snapshot_after_takeover_means_full_scan(tmp_path, deferring, mon
     from tc_git import snapshot
     from tc_git.engine import Engine
 
-    ws = _ws(tmp_path)
-    eng = Engine(ws)
-    eng.init("t")
-    eng.save("first")
-    store = eng.store.path
+    ws, eng, store = _first_saved(tmp_path)
     write(ws, "d0/f3.txt", b"one\n")
     eng.save("deferred")  # its index is not written yet
     write(ws, "d2/f5.txt", b"two\n")
@@ -242,11 +236,7 @@ def test_read_right_after_a_save_takes_the_unwritten_index_over(tmp_path, deferr
 
     monkeypatch.setenv("TC_INDEX_DELAY", "30")
     monkeypatch.setattr(handles, "MAX_AGE", 60.0)
-    ws = _ws(tmp_path)
-    eng = Engine(ws)
-    eng.init("t")
-    eng.save("first")
-    store = eng.store.path
+    ws, eng, store = _first_saved(tmp_path)
     write(ws, "d0/f0.txt", b"changed\n")
     eng.save("one file")
     token = (store / handles.MARKER).read_text()

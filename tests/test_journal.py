@@ -60,13 +60,17 @@ class Watched:
         handles.flush_all()
 
 
+def small_workspace(ws: Path, files: int = 12, dirs: int = 3) -> Path:
+    """`files` small sources spread over `dirs` directories, and a .gitignore (*.log, build/)."""
+    for i in range(files):
+        write(ws, f"src/m{i % dirs}/f{i}.py", f"v = {i}\n".encode())
+    write(ws, ".gitignore", b"*.log\nbuild/\n")
+    return ws
+
+
 @pytest.fixture
 def watched(tmp_path):
-    ws = tmp_path / "ws"
-    for i in range(20):
-        write(ws, f"src/m{i % 4}/f{i}.py", f"v = {i}\n".encode())
-    write(ws, ".gitignore", b"*.log\nbuild/\n")
-    w = Watched(ws)
+    w = Watched(small_workspace(tmp_path / "ws", 20, 4))
     yield w
     w.stop()
 
@@ -140,10 +144,7 @@ def apply(ws: Path, op, x, y, n) -> None:
 @given(batches=st.lists(OPS, min_size=2, max_size=5))
 def test_journal_trees_equal_full_scan(batches):
     with tempfile.TemporaryDirectory(prefix="tc-journal-") as d:
-        ws = Path(d) / "ws"
-        for i in range(12):
-            write(ws, f"src/m{i % 3}/f{i}.py", f"v = {i}\n".encode())
-        write(ws, ".gitignore", b"*.log\nbuild/\n")
+        ws = small_workspace(Path(d) / "ws")
         w = Watched(ws)
         try:
             tree, how = w.save("first")

@@ -14,7 +14,7 @@ import pytest
 from conftest import git_tree, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_journal import OPS, Watched, apply
+from test_journal import OPS, Watched, apply, small_workspace
 
 from tc_git import snapshot
 
@@ -128,10 +128,7 @@ def test_journal_restores_equal_full_scan(batches):
     point equals stock git's tree just before, the restore commit equals it just after, a save
     right after changes nothing, and the undo gives the restore point back."""
     with tempfile.TemporaryDirectory(prefix="tc-restore-journal-") as d:
-        ws = Path(d) / "ws"
-        for i in range(12):
-            write(ws, f"src/m{i % 3}/f{i}.py", f"v = {i}\n".encode())
-        write(ws, ".gitignore", b"*.log\nbuild/\n")
+        ws = small_workspace(Path(d) / "ws")
         w = Watched(ws)
         try:
             w.save("first")
