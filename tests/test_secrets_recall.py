@@ -184,3 +184,20 @@ def test_start_up_guard_judges_key_value_pairs_by_their_value(monkeypatch):
             "print(S._engine is None)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True", out.stderr
+
+
+def test_start_up_guard_prefilter_changes_no_answer(monkeypatch):
+    """The guard's C-speed prefilter (no run of 16+ token characters other than `=`: no regex
+    walk) answers exactly as the regex walk alone would, on texts built from the characters the
+    guard cares about (runs, `=` splits, separators, URL and PEM shapes)."""
+    import random
+
+    monkeypatch.setattr(S, "_engine", None)
+    rng = random.Random(14)
+    alphabet = b"aZ09+=_-~: \n./@\xff"
+    texts = [bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 80))) for _ in range(4000)]
+    texts += [b"x" * k + b"=" + b"A1" * k for k in range(4, 12)] + [b"a" * 15, b"a" * 16, b"a" * 8 + b"=" + b"a" * 8]
+    fast = [S._worth_loading(t) for t in texts]
+    monkeypatch.setattr(S, "_RUN16", b"")  # always "found": every text takes the regex walk
+    assert fast == [S._worth_loading(t) for t in texts]
+    assert any(fast) and not all(fast)
