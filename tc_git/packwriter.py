@@ -29,7 +29,8 @@ from typing import Any
 
 import pygit2
 
-BLOB = 3
+TREE, BLOB = 2, 3  # pack object types
+_KIND = {TREE: b"tree", BLOB: b"blob"}
 CHUNK = 1 << 20
 QUEUE_BYTES = 8 << 20  # large blobs handed to the other thread and not yet written
 LARGE = 256 << 10  # a blob at least this big is compressed on the other thread
@@ -67,6 +68,7 @@ class PackWriter:
         self._pending: deque = deque()
         self._pending_bytes = 0
         self._pool: Any = None  # a one-thread ThreadPoolExecutor once a large blob comes
+        self.finished = self.failed = False
 
     # ------------------------------------------------------------------ the caller's thread
     def add_blob(self, data: bytes) -> pygit2.Oid:
@@ -76,39 +78,47 @@ class PackWriter:
         (two GIL hand-offs and ~6 futex calls a file: 132k at 20k files, ~12 % more CPU than
         doing it inline, measured under perf); a large one is deflated on the other thread (zlib
         drops the GIL), at most QUEUE_BYTES of them at a time, and written when done."""
-        h = hashlib.sha1(b"blob %d\0" % len(data))
+        return pygit2.Oid(raw=self.add(data, BLOB))
+
+    def add(self, data: bytes, kind: int = BLOB) -> bytes:
+        """`add_blob` for a blob or a tree (the snapshot's trees: indexfile.py builds them);
+        returns the raw id."""
+        h = hashlib.sha1(b"%s %d\0" % (_KIND[kind], len(data)))
         h.update(data)
         raw = h.digest()
         if raw in self.seen:
-            return pygit2.Oid(raw=raw)
+            return raw
         self.seen.add(raw)
         if self.known is not None and pygit2.Oid(raw=raw) in self.known:
             self.skipped += 1
-            return pygit2.Oid(raw=raw)
+            return raw
         if len(data) < LARGE:
-            self._write(raw, len(data), zlib.compress(data, 1))
+            self._write(raw, len(data), zlib.compress(data, 1), kind)
         else:
             if self._pool is None:
                 from concurrent.futures import ThreadPoolExecutor
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tc-packwriter")
-            self._pending.append((raw, len(data), self._pool.submit(zlib.compress, data, 1)))
+            self._pending.append((raw, len(data), self._pool.submit(zlib.compress, data, 1), kind))
             self._pending_bytes += len(data)
         while self._pending and (self._pending_bytes > QUEUE_BYTES or self._pending[0][2].done()):
             self._write_pending()
         self.count += 1
-        return pygit2.Oid(raw=raw)
+        return raw
+
+    def add_tree(self, data: bytes) -> bytes:
+        return self.add(data, TREE)
 
     def _write_pending(self) -> None:
-        raw, size, fut = self._pending.popleft()
+        raw, size, fut, kind = self._pending.popleft()
         self._pending_bytes -= size
         try:
             body = fut.result()
         except Exception as e:  # the pack is dropped
             raise pygit2.GitError(f"first-snapshot pack: {e}") from e
-        self._write(raw, size, body)
+        self._write(raw, size, body, kind)
 
-    def _write(self, raw: bytes, size: int, body: bytes) -> None:
-        head = bytearray([(BLOB << 4) | (size & 0x0F)])
+    def _write(self, raw: bytes, size: int, body: bytes, kind: int = BLOB) -> None:
+        head = bytearray([(kind << 4) | (size & 0x0F)])
         size >>= 4
         while size:
             head[-1] |= 0x80
@@ -125,42 +135,53 @@ class PackWriter:
 
     # ------------------------------------------------------------------ the end
     def finish(self) -> int:
-        """Trailer, index, in place. Returns the number of objects written."""
+        """Trailer, index, in place. Returns the number of objects written. `finished` says it
+        got there, `failed` that it was tried and did not (nothing of the pack is in place)."""
         try:
-            self._drain()
-            self.seen = set()  # no more adds: the ids live on in `entries` (4-5 MiB at 50k files)
-            if not self.count:
-                return 0
-            self.f.seek(8)
-            self.f.write(struct.pack(">I", self.count))
-            self.f.flush()
-            self.f.seek(0)
-            h = hashlib.sha1()
-            for chunk in iter(lambda: self.f.read(CHUNK), b""):
-                h.update(chunk)
-            pack_sum = h.digest()
-            self.f.write(pack_sum)
-            self.f.flush()
-            os.fsync(self.f.fileno())
-            self.f.close()
-            name = os.path.join(self.dir, "pack-" + pack_sum.hex())
-            pack_path = self.path
-            assert pack_path is not None  # set in __init__, cleared only below and in close()
-            fd, idx_path = tempfile.mkstemp(prefix="tmp-tc-", suffix=".idx", dir=self.dir)
-            self.idx_path = idx_path
-            with os.fdopen(fd, "wb") as f:
-                f.write(_index_v2(self.entries, pack_sum))
-                f.flush()
-                os.fsync(f.fileno())
-            self.entries = bytearray()
-            for p in (pack_path, idx_path):
-                os.chmod(p, 0o444)  # as git leaves pack files
-            os.replace(pack_path, name + ".pack")  # the pack first: a reader looks for the .idx
-            os.replace(idx_path, name + ".idx")
-            self.path = self.idx_path = None
-            return self.count
+            n = self._finish()
+            self.finished = True
+            return n
+        except BaseException:
+            self.failed = True
+            raise
         finally:
             self.close()
+
+    def _finish(self) -> int:
+        if self.finished or self.failed:
+            raise ValueError("the pack was finished already")
+        self._drain()
+        self.seen = set()  # no more adds: the ids live on in `entries` (4-5 MiB at 50k files)
+        if not self.count:
+            return 0
+        self.f.seek(8)
+        self.f.write(struct.pack(">I", self.count))
+        self.f.flush()
+        self.f.seek(0)
+        h = hashlib.sha1()
+        for chunk in iter(lambda: self.f.read(CHUNK), b""):
+            h.update(chunk)
+        pack_sum = h.digest()
+        self.f.write(pack_sum)
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+        name = os.path.join(self.dir, "pack-" + pack_sum.hex())
+        pack_path = self.path
+        assert pack_path is not None  # set in __init__, cleared only below and in close()
+        fd, idx_path = tempfile.mkstemp(prefix="tmp-tc-", suffix=".idx", dir=self.dir)
+        self.idx_path = idx_path
+        with os.fdopen(fd, "wb") as f:
+            f.write(_index_v2(self.entries, pack_sum))
+            f.flush()
+            os.fsync(f.fileno())
+        self.entries = bytearray()
+        for p in (pack_path, idx_path):
+            os.chmod(p, 0o444)  # as git leaves pack files
+        os.replace(pack_path, name + ".pack")  # the pack first: a reader looks for the .idx
+        os.replace(idx_path, name + ".idx")
+        self.path = self.idx_path = None
+        return self.count
 
     def close(self) -> None:
         self._pending.clear()

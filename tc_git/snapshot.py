@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 import pygit2
 from pygit2.enums import DiffOption, FileMode
 
-from . import _native, handles, indexfile, mempack, packwriter, scan
+from . import _native, handles, indexfile, mempack, packwriter, pathsafe, scan
 from .fsutil import atomic_write
 from .journal import index_marker
 from .policy import Left, Policy, exclude_file
@@ -192,6 +192,7 @@ class _Run:
         self._dir_memo: dict[str, bool] = {}  # is_tracked_dir answers (as the index was when asked)
         self.edits: dict[str, tuple | None] = {}  # path -> (blob id, mode) added, or None removed
         self.force_write = False  # write the index even if nothing changed (it replaces an untrusted one)
+        self.idx_current = False  # the index file on disk is the one in memory (a first snapshot's)
         self._path_at = _native.index_path_reader(self.idx)  # i -> raw path of the i-th entry
         self._odb: pygit2.Odb | None = None
 
@@ -463,9 +464,7 @@ class _Run:
             self.idx.remove(rel)
             self.edits[rel] = None
         if self.writer is not None:
-            self.writer.finish()  # blobs in the object database before the index and trees name them
-            with _own_objects():
-                return self._finish_first(t0, scan, partial)
+            return self._finish_first(t0, scan, partial)
         tree = None
         if base is not None and pack is None:
             tree = patch_tree(self.repo, base, self.edits)  # None: a case it leaves to write_tree
@@ -490,8 +489,20 @@ class _Run:
                         base=base if patched else None, edits=self.edits if patched else None)
 
     def _finish_first(self, t0: float, scan: str, partial: bool) -> Snapshot:
-        """A first snapshot's index and tree: every entry names a blob of the writer's pack."""
-        tree = self._index_file_first() if indexfile_available() else None
+        """A first snapshot's index and tree: every entry names a blob of the writer's pack.
+        Its trees go into that pack too (`_index_file_first`), written before the pack is put
+        in place; a name git might refuse leaves the trees to libgit2 (`write_tree`, after the
+        pack is in place: libgit2 checks that every entry names an object)."""
+        tree = None
+        if indexfile_available():
+            tree = self._index_file_first(trees=True)
+        writer = self.writer
+        assert writer is not None
+        if tree is None:
+            if not writer.finished:
+                writer.finish()  # blobs in the object database before libgit2 is given their ids
+            if indexfile_available():
+                tree = self._index_file_first(trees=False)
         if tree is None:
             recs = memoryview(self.pending_recs)
             for i, rel in enumerate(self.pending):
@@ -503,22 +514,42 @@ class _Run:
                     except (pygit2.GitError, ValueError, OverflowError) as e:  # a name git cannot store
                         self.left[rel] = Left(rel, "special", f"cannot be stored: {e}", st.st_size, st.st_mtime)
             tree = self.idx.write_tree()
-        self.idx.write()
+        if not self.idx_current:
+            self.idx.write()
         handles.clear_marker(self.repo)
         return Snapshot(tree, sorted(self.left.values(), key=lambda x: x.path), self.nested, self.changed,
                         time.perf_counter() - t0, partial=partial, unstable=sorted(self.unstable), scan=scan)
 
-
-    def _index_file_first(self) -> pygit2.Oid | None:
+    def _index_file_first(self, trees: bool) -> pygit2.Oid | None:
         """The first snapshot's index written as one file (indexfile.py: ~2 us an entry where
         adding them one by one cost ~20-50 us) and its tree; None (an empty index again) when
-        libgit2 will not write a tree of it (a name it would not have added): the caller then
-        adds the entries one by one, leaving out those it refuses."""
+        it leaves the tree to libgit2 or libgit2 will not write a tree of it (a name it would
+        not have added): the caller then adds the entries one by one, leaving out those it
+        refuses.
+
+        `trees`: the trees are built here and written into the writer's pack, and the index gets
+        their cache (TREE extension); libgit2's `write_tree` wrote each of them as a loose
+        object (~550 at 50k files: ~2 ms each, 0.2 s of a 10k-file first save under cProfile)
+        and read every entry's object header (git_object__is_valid) to confirm ids the writer
+        had just produced, paging the whole new pack into the process. Only for names no git
+        would refuse (`_plain`): anything else takes libgit2's route, whose verdict stands. No
+        object check is switched off (it is a process-wide libgit2 option: another workspace's
+        save on another thread of the server would run without it)."""
         if not _native.has(_native.INDEX_STAT):
             return None  # entries without stat data: the one-by-one route says so
         recs = memoryview(self.pending_recs)
-        order = sorted((rel.encode("utf-8", "surrogateescape"), i)
-                       for i, rel in enumerate(self.pending) if rel not in self.left)
+        order = []
+        plain = trees and os.name == "posix"  # (Windows: libgit2 refuses more names there)
+        for i, rel in enumerate(self.pending):
+            if rel in self.left:
+                continue
+            path = rel.encode("utf-8", "surrogateescape")
+            if plain and _RISKY_PATH.search(path) and not _plain(path):
+                plain = False
+            order.append((path, i))
+        if trees and not plain:
+            return None
+        order.sort()
 
         def entries():  # one at a time, in path order: only the (path, position) list is held
             for path, i in order:
@@ -526,45 +557,40 @@ class _Run:
                 st = _LiteStat.unpack(rec[20:])
                 yield path, bytes(rec[:20]), _git_mode(st), st
 
+        writer = self.writer
+        assert writer is not None
         try:
-            indexfile.write(os.path.join(self.repo.path, "index"), len(order), entries(), RACY_NS)
+            root = indexfile.write(os.path.join(self.repo.path, "index"), len(order), entries(), RACY_NS,
+                                   tree_sink=writer.add_tree if trees else None,
+                                   before_replace=writer.finish if trees else None)
             order.clear()
             self.idx.read(True)
+            if root is not None:
+                self.idx_current = True  # the file on disk is this index: no second write
+                return pygit2.Oid(raw=root)
             return self.idx.write_tree()
         except (pygit2.GitError, ValueError, OSError):
+            if writer.failed:
+                raise  # the pack did not go in place: nothing of this snapshot is stored
             self.idx.clear()
             return None
 
 
+# A path whose every component may need a closer look (a dot file, `~`, `\`, `:`, non-ASCII, an
+# empty component): the others hold only names no git refuses.
+_RISKY_PATH = re.compile(rb"(?:^|/)(?:\.|/|$)|[~\\:\x00\x80-\xff]")
+
+
+def _plain(path: bytes) -> bool:
+    """Whether every component of `path` is a name that git and libgit2 accept in a tree on
+    any platform (pathsafe.check_tree_name, git's verify_path with NTFS and HFS+ rules, is a
+    superset of what libgit2 refuses; a `\\` is left to libgit2 too)."""
+    parts = path.split(b"/")
+    return all(not pathsafe.check_tree_name(p, at_root=not k) and b"\\" not in p for k, p in enumerate(parts))
+
+
 def indexfile_available() -> bool:
     return os.environ.get("TC_INDEXFILE", "on").lower() not in ("0", "off", "false", "no")
-
-
-_UNCHECKED_LOCK = threading.Lock()
-_unchecked = 0
-
-
-@contextlib.contextmanager
-def _own_objects():
-    """libgit2 checks that each index entry and tree entry it is given names an existing object by
-    reading the object's header (git_object__is_valid): for a first snapshot that is every blob
-    of the pack just written, so the whole pack file was paged into the process (+18 MiB of RSS
-    at 50k files) to confirm ids the writer itself produced. The check is off for that stretch
-    only. It is a process-wide libgit2 option: overlapping first snapshots (two workspaces in one
-    server) are counted, and the last one out turns it back on."""
-    global _unchecked
-    opt = pygit2.enums.Option.ENABLE_STRICT_OBJECT_CREATION
-    with _UNCHECKED_LOCK:
-        _unchecked += 1
-        if _unchecked == 1:
-            pygit2.option(opt, False)
-    try:
-        yield
-    finally:
-        with _UNCHECKED_LOCK:
-            _unchecked -= 1
-            if _unchecked == 0:
-                pygit2.option(opt, True)
 
 
 def _take(repo: pygit2.Repository, policy: Policy, progress, pack, paths=None, writer=None,

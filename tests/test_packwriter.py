@@ -64,8 +64,9 @@ def _rss_mapped(prefix: str) -> int:
 def test_first_snapshot_does_not_page_in_its_own_pack(tmp_path, tc_env_clean):
     """libgit2 confirms each index and tree entry's object by reading its header: for a first
     snapshot that touched every page of the new pack (its whole size in the process's RSS) to
-    confirm ids the writer produced. The check is off for that stretch only, and back on after:
-    a tree naming a missing blob is still refused."""
+    confirm ids the writer produced. The first snapshot now builds its trees itself (into the
+    same pack) and hands libgit2 a finished index, so nothing asks; the check itself stays on:
+    a tree naming a missing blob is refused."""
     from tc_git.engine import Engine
 
     def workspace(name, n):
@@ -128,3 +129,118 @@ def test_imported_blobs_are_not_packed_again(tmp_path, tc_env_clean):
     assert len(packs) == 1, packs
     fsck(store)
     assert git_tree(ws, store) == str(pygit2.Repository(str(store))[r["restore"]["commit"]].tree_id)
+
+
+def _tree_cache(index: bytes) -> dict[str, tuple[int, int, str]]:
+    """The index's TREE extension read independently: path -> (entries, subtrees, tree id)."""
+    assert index[:4] == b"DIRC"
+    n = int.from_bytes(index[8:12], "big")
+    pos = 12
+    for _ in range(n):  # v2 entries: 62 bytes, the path, 1-8 NULs to a multiple of 8
+        end = index.index(b"\0", pos + 62)
+        pos += (end - pos + 8) // 8 * 8
+    assert index[pos:pos + 4] == b"TREE", "no cache-tree extension"
+    size = int.from_bytes(index[pos + 4:pos + 8], "big")
+    body, i, out = index[pos + 8:pos + 8 + size], 0, {}
+    stack: list[list] = []  # [path, subtrees still to read]
+    while i < len(body):
+        nul = body.index(b"\0", i)
+        nl = body.index(b"\n", nul)
+        name = body[i:nul].decode("utf-8", "surrogateescape")
+        count, subs = map(int, body[nul + 1:nl].split(b" "))
+        oid = body[nl + 1:nl + 21].hex()
+        i = nl + 21
+        while stack and stack[-1][1] == 0:
+            stack.pop()
+        parent = stack[-1] if stack else None
+        if parent is not None:
+            parent[1] -= 1
+        path = (parent[0] + "/" + name if parent[0] else name) if parent is not None else ""
+        out[path] = (count, subs, oid)
+        stack.append([path, subs])
+    return out
+
+
+def _first_save(tmp_path, names):
+    from tc_git.engine import Engine
+
+    ws = tmp_path / "ws"
+    for rel, data in names.items():
+        p = ws / os.fsdecode(rel)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    e = Engine(ws)
+    e.init("trees", goal="g")
+    r = e.save("first")
+    return ws, ws / ".checkpoints", str(e.repo[r["commit"]].tree_id)
+
+
+TRICKY = {  # names whose index order and tree order differ ("a-b/" < "a.b" < "a/" < "a0")
+    "a": b"1", "a-b/x": b"2", "a.b": b"3", "a0": b"4", "b/a/c": b"5", "b/a-c": b"6", "b/a.c/d": b"7",
+    "b/a0/e": b"8", "c d/e f": b"9", "\u00fc/\u00f1.txt": b"10", "x/.hidden": b"11", ".github/w.yml": b"12",
+    "same1/z": b"twin", "same2/z": b"twin", "deep/" + "/".join(f"d{i}" for i in range(60)) + "/f": b"13",
+    b"caf\xe9/n".decode("utf-8", "surrogateescape"): b"latin-1",
+}
+
+
+def test_first_snapshot_trees_are_gits_and_packed_with_their_cache(tmp_path, tc_env_clean):
+    """The first snapshot's trees are built from the index entries (not by libgit2's write_tree,
+    which wrote each as a loose object and read every entry's object header): they must be the
+    trees stock git builds of the same workspace, all in the snapshot's one pack, and the index's
+    TREE extension must name each of them with its entry and subtree counts, so that stock git's
+    `write-tree` answers from it."""
+    from conftest import fsck, git, git_tree
+
+    ws, store, tree = _first_save(tmp_path, TRICKY)
+    assert tree == git_tree(ws, store)
+    fsck(store)
+    packed = set()
+    for idx in (store / "objects" / "pack").glob("*.idx"):
+        for line in git(store, "verify-pack", "-v", str(idx)).decode().splitlines():
+            parts = line.split()
+            if len(parts) > 2 and parts[1] == "tree":
+                packed.add(parts[0])
+    trees = {tree} | {ln.split()[2] for ln in git(store, "ls-tree", "-r", "-t", "-d", tree).decode(
+        "utf-8", "surrogateescape").splitlines()}
+    assert trees <= packed, trees - packed
+    cache = _tree_cache((store / "index").read_bytes())
+    files = git(store, "ls-tree", "-r", "-z", "--name-only", tree).split(b"\0")[:-1]
+    assert set(cache) == {""} | {os.fsdecode(f.rsplit(b"/", 1)[0]) for f in files if b"/" in f} | {
+        os.fsdecode(b"/".join(f.split(b"/")[:k])) for f in files for k in range(1, f.count(b"/"))}
+    for path, (count, subs, oid) in cache.items():
+        want = tree if not path else git(store, "rev-parse", f"{tree}:{path}").decode(
+            "utf-8", "surrogateescape").strip()
+        assert oid == want, path
+        prefix = os.fsencode(path) + b"/" if path else b""
+        assert count == sum(f.startswith(prefix) for f in files), path
+        assert subs == sum(1 for q in cache if q and q != path and q.rsplit("/", 1)[0] == path
+                           or (not path and q and "/" not in q)), path
+    env = clean_env(GIT_DIR=str(store), GIT_WORK_TREE=str(ws))
+    assert subprocess.run(["git", "write-tree"], env=env, capture_output=True, check=True).stdout.decode().strip() \
+        == tree
+
+
+def test_first_snapshot_keeps_libgit2s_object_check_on(tmp_path, tc_env_clean, monkeypatch):
+    """libgit2's object check (GIT_OPT_ENABLE_STRICT_OBJECT_CREATION) is process-wide: it was
+    switched off while a first snapshot named its blobs, so a second workspace's save on another
+    thread of the server ran without it. Checked from inside the first snapshot's last stretch
+    (the marker cleared after its index and tree are written), and on the route that leaves a
+    name to libgit2 (`git~1`)."""
+    from tc_git import handles
+
+    seen = []
+    real = handles.clear_marker
+
+    def check(repo):
+        tb = pygit2.Repository(repo.path).TreeBuilder()
+        try:
+            tb.insert("x", pygit2.Oid(hex="1" * 40), pygit2.enums.FileMode.BLOB)
+            seen.append("accepted")
+        except pygit2.GitError:
+            seen.append("refused")
+        return real(repo)
+
+    monkeypatch.setattr(handles, "clear_marker", check)
+    _first_save(tmp_path / "plain", {"a/b": b"1", "c": b"2"})
+    _, _, tree = _first_save(tmp_path / "refused", {"a/b": b"1", "git~1": b"an NTFS alias of .git"})
+    assert seen and set(seen) == {"refused"}, seen
