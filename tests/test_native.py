@@ -53,6 +53,32 @@ def test_clean_env_keeps_the_native_switch(monkeypatch):
     assert clean_env()["TC_NATIVE"] == "off"
 
 
+LAZY = r"""
+import json, tempfile
+from tc_git import _native
+made = []
+real = tempfile.mkdtemp
+tempfile.mkdtemp = lambda *a, **k: made.append(k.get("prefix")) or real(*a, **k)
+out = {"index": _native.has(_native.INDEX_STAT)}
+out["after_index"] = list(made)
+out["pack"] = _native.has(_native.PACK)
+out["after_pack"] = list(made)
+out["report"] = _native.report()
+print(json.dumps(out))
+"""
+
+
+def test_self_tests_run_when_their_capability_is_asked_for():
+    """A first snapshot asks only for INDEX_STAT (and DIFF_SCAN from 5000 files): the pack
+    builder's and the scan's self-tests (scratch repositories written and removed, ~40 ms of a
+    1k-file first save's fixed cost) run when their own capability is first asked for, and each
+    capability ends up judged as before."""
+    out = json.loads(_run(LAZY, TC_NATIVE="on"))
+    assert out["index"] is True and out["after_index"] == [], out
+    assert out["pack"] is True and out["after_pack"] == ["tc-native-"], out
+    assert out["report"] == {c: "on" for c in _native.CAPABILITIES}, out
+
+
 BROKEN = r"""
 import ctypes, json, sys
 from tc_git import _native
