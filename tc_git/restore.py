@@ -35,6 +35,7 @@ class Plan:
     to_write: list[tuple[str, pygit2.Oid, int]] = field(default_factory=list)
     to_replace: list[tuple[str, pygit2.Oid, int]] = field(default_factory=list)
     unrestorable: list[dict] = field(default_factory=list)
+    nested: int = 0  # deltas left out because they are nested repositories (gitlinks)
 
     @property
     def empty(self) -> bool:
@@ -116,6 +117,7 @@ def make_plan(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, le
     # only the subtrees that differ are walked (snapshot.tree_deltas: libgit2's diff walks all)
     for d in tree_deltas(repo, pre, target, typechange=True):
         if GITLINK in (d.old_mode, d.new_mode):
+            plan.nested += 1
             continue  # nested repositories are never touched
         if paths is not None and not in_selection(d.path, paths):
             continue
@@ -370,6 +372,18 @@ def touched(plan: Plan) -> list[str]:
     return plan.to_delete + [p for p, _o, _m in plan.to_write + plan.to_replace]
 
 
+def expected_after(plan: Plan, failed, sel, pre_tree: pygit2.Oid, target_tree: pygit2.Oid):
+    """A plan applied in full (no selection, nothing failed, unrestorable or nested left
+    aside) turns the workspace's tree from `pre_tree` into `target_tree`: the snapshot after
+    the writes takes that tree when its edits are exactly the plan's (snapshot.expecting), and
+    builds it as usual otherwise."""
+    if sel or failed or plan.unrestorable or plan.nested:
+        return contextlib.nullcontext()
+    edits: dict = {p: None for p in plan.to_delete}
+    edits.update({p: (oid, int(mode)) for p, oid, mode in plan.to_write + plan.to_replace})
+    return snapshot_mod.expecting(pre_tree, edits, target_tree)
+
+
 def carry_left(after, pre, paths) -> None:
     """After refreshing only `paths`: the other uncaptured paths are as the pre snapshot found them."""
     keep = set(paths)
@@ -432,7 +446,9 @@ def apply(ws: Workspace, tl: Timeline, head: Entry, target: Entry, snap: Snapsho
         # 3. what is on disk now, as the restore commit
         # only what the plan touched can differ from `snap`: a full walk again costs ~0.2 s at 50k
         moved = touched(plan)
-        with snapshot_mod.fenced(fs_fence(ws.store) if moved else None):
+        target_tree = repo[target.oid].peel(pygit2.Commit).tree
+        with snapshot_mod.fenced(fs_fence(ws.store) if moved else None), \
+                expected_after(plan, failed, sel, snap.tree, target_tree.id):
             if sel:  # a full walk: the check below must see paths outside the selection too
                 after = ws.snapshot(task)
             else:
@@ -448,7 +464,6 @@ def apply(ws: Workspace, tl: Timeline, head: Entry, target: Entry, snap: Snapsho
         # another tree walk (~45 ms at 50k files)
         changed = (plan.changes(exclude={f["path"] for f in failed}, cap=MAX_LIST) if after.partial
                    else ws.changed(repo[h.oid].peel(pygit2.Tree), repo[after.tree].peel(pygit2.Tree), after))
-        target_tree = repo[target.oid].peel(pygit2.Commit).tree
         check = (check_restored(repo, sel, snap.tree, after.tree, target_tree, plan, failed, MAX_LIST)
                  if sel else None)
         # a selective restore leaves the rest of the workspace where it was: same current step

@@ -94,9 +94,9 @@ class _FdOps:
     def readlink(self, name: str, h):
         return os.readlink(name, dir_fd=h)
 
-    def create(self, name: str, h) -> int:
+    def create(self, name: str, h, perm: int = 0o600) -> int:
         return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | _CLOEXEC,
-                       0o600, dir_fd=h)
+                       perm, dir_fd=h)
 
     def chmod(self, fd: int, name: str, h, mode: int) -> None:
         os.fchmod(fd, mode)
@@ -155,9 +155,9 @@ class _PathOps(_FdOps):
     def readlink(self, name: str, h):
         return os.readlink(os.path.join(h, name))
 
-    def create(self, name: str, h) -> int:
+    def create(self, name: str, h, perm: int = 0o600) -> int:
         return os.open(os.path.join(h, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-                       | getattr(os, "O_NOFOLLOW", 0) | _CLOEXEC, 0o600)
+                       | getattr(os, "O_NOFOLLOW", 0) | _CLOEXEC, perm)
 
     def chmod(self, fd: int, name: str, h, mode: int) -> None:
         if hasattr(os, "fchmod"):
@@ -504,11 +504,16 @@ class Workspace:
                 if os.fsencode(self.ops.readlink(tmp, fd)) != bytes(data):
                     raise Refused(errno.EIO, "the symlink reads back differently: not written")
             else:
-                wfd = self.ops.create(tmp, fd)
+                # created with its final permissions, as git checkout does (the umask, or the
+                # directory's default ACL, applies): no fchmod, one syscall and one inotify event
+                # less per file for the drift watcher
+                perm = 0o777 if mode == pathsafe.MODE_EXEC else 0o666
+                wfd = self.ops.create(tmp, fd, perm)
                 made = True
                 try:
                     _write_all(wfd, data)
-                    self.ops.chmod(wfd, tmp, fd, (0o777 if mode == pathsafe.MODE_EXEC else 0o666) & ~self.umask)
+                    if self.ops.kind != "fd":  # (Windows: only the read-only bit; set as before)
+                        self.ops.chmod(wfd, tmp, fd, perm & ~self.umask)
                     if self.fsync == "all" or (self.fsync == "large" and len(data) >= FSYNC_MIN_BYTES):
                         os.fsync(wfd)
                     wst = os.fstat(wfd)

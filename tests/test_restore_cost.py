@@ -2,7 +2,8 @@
 by timings (the machine may be loaded):
 
 - the snapshot after the writes does not write again the blobs it just restored (they are
-  the target's: create_blob only freshened them, ~0.2-0.6 ms a file);
+  the target's: create_blob only freshened them, ~0.2-0.6 ms a file), nor the trees: a plan
+  applied in full leaves the target's tree, unless a file does not read back as written;
 - stock git agrees with every tree and `git fsck` with the store."""
 from __future__ import annotations
 
@@ -35,16 +36,19 @@ def test_restore_does_not_rewrite_the_blobs_it_restored(tmp_path, monkeypatch):
     repo = pygit2.Repository(str(e.store.path))
     two = repo.revparse_single(e.restore(index=2)["target_commit"]).peel(pygit2.Commit).tree
     blobs = [two[f"src/p{i % 6}/f{i}.py"].id for i in range(0, 60, 3)]
-    assert all(os.path.exists(_loose(e.store.path, b)) for b in blobs)
+    # (its root tree is freshened by libgit2's commit creation itself)
+    trees = [two["src"].id] + [two[f"src/p{k}"].id for k in range(6)]
+    assert all(os.path.exists(_loose(e.store.path, b)) for b in blobs + trees)
 
     r = e.restore(index=1, apply=True)
     assert r["applied"] and r["plan"]["counts"]["to_replace"] == 20
-    for b in blobs:
+    for b in blobs + trees:
         os.utime(_loose(e.store.path, b), (OLD, OLD))
     r = e.restore(index=2, apply=True)
     assert r["applied"] and r["plan"]["counts"]["to_replace"] == 20
     # the 20 files now on disk are those blobs, read back and indexed, but never written again
-    assert [os.stat(_loose(e.store.path, b)).st_mtime for b in blobs] == [OLD] * 20
+    touched = [str(b) for b in blobs + trees if os.stat(_loose(e.store.path, b)).st_mtime != OLD]
+    assert touched == [], (touched, [str(t) for t in trees])
     head = repo.revparse_single(r["commit"]).peel(pygit2.Commit)
     assert str(head.tree.id) == str(two.id) == git_tree(ws, e.store.path)
     # a file changed back to content the store holds is still indexed and saved as that content
@@ -54,4 +58,39 @@ def test_restore_does_not_rewrite_the_blobs_it_restored(tmp_path, monkeypatch):
     tree = repo.revparse_single(s["commit"]).peel(pygit2.Commit).tree
     assert tree["src/p1/f1.py"].id == two["src/p0/f0.py"].id
     assert str(tree.id) == git_tree(ws, e.store.path)
+    fsck(e.store.path)
+
+
+def test_a_file_rewritten_after_its_restore_is_snapshotted_as_it_is(tmp_path, monkeypatch):
+    """Another process rewrites a restored file between the restore's writes and its snapshot
+    (the fence is the last step before it): the restore commit's tree is then not the target's
+    but what is on disk, as stock git reads it."""
+    monkeypatch.setenv("TC_GIT", "off")
+    from tc_git import restore
+    from tc_git.engine import Engine
+
+    ws = tmp_path / "ws"
+    for i in range(12):
+        write(ws, f"d{i % 3}/f{i}.txt", f"v1 {i}\n".encode())
+    e = Engine(ws)
+    e.init("race")
+    e.save("one")
+    for i in range(0, 12, 2):
+        write(ws, f"d{i % 3}/f{i}.txt", f"v2 {i}\n".encode())
+    e.save("two")
+    real = restore.fs_fence
+
+    def rewrite_then_fence(store):
+        write(ws, "d0/f0.txt", b"rewritten by a formatter\n")
+        return real(store)
+
+    monkeypatch.setattr(restore, "fs_fence", rewrite_then_fence)
+    r = e.restore(index=1, apply=True)
+    repo = pygit2.Repository(str(e.store.path))
+    tree = repo.revparse_single(r["commit"]).peel(pygit2.Commit).tree
+    one = repo.revparse_single(r["target_commit"]).peel(pygit2.Commit).tree
+    assert tree.id != one.id and repo[tree["d0/f0.txt"].id].data == b"rewritten by a formatter\n"
+    assert str(tree.id) == git_tree(ws, e.store.path)
+    monkeypatch.setattr(restore, "fs_fence", real)
+    assert str(repo.revparse_single(e.save("after")["commit"]).peel(pygit2.Commit).tree.id) == str(tree.id)
     fsck(e.store.path)
