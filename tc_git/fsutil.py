@@ -2,6 +2,7 @@
 them without loading pygit2."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import time
@@ -57,3 +58,41 @@ def store_log(store, name: str, line: str) -> None:
             os.close(fd)
     except OSError:
         pass
+
+
+FENCE_WAIT = 0.05  # seconds: a file system whose clock ticks slower (FAT: 2 s) smudges the last tick's files
+
+
+def fs_fence(state_dir, workspace, name: str) -> int | None:
+    """A timestamp of the workspace's file system later than every write made there so far,
+    read from a file `name` in `state_dir` (a directory of the store) written after them; None
+    when the store is on another file system (its clock may tick differently) or cannot be
+    written. It is rewritten until its mtime moves past the first one, so that even on a coarse
+    clock the files written in the last tick are older than the fence (snapshot.fenced): a file
+    changed after the fence was taken gets an mtime or ctime at or above it (a file system's
+    clock does not go back)."""
+    path = os.path.join(state_dir, name)
+    try:
+        if os.stat(state_dir).st_dev != os.stat(workspace).st_dev:
+            return None
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
+                     0o600)
+    except OSError:
+        return None
+    try:
+        first = None
+        deadline = time.monotonic() + FENCE_WAIT
+        while True:
+            os.pwrite(fd, b".", 0)
+            ns = os.fstat(fd).st_mtime_ns
+            if first is None:
+                first = ns
+            elif ns > first or time.monotonic() > deadline:
+                return ns
+            time.sleep(0.0005)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # nothing is left in the store

@@ -45,19 +45,22 @@ def entry(path: bytes, raw_id: bytes, mode: int, st, racy_before: int) -> bytes:
 
 
 def write(index_path: str, count: int, entries: Iterable[tuple[bytes, bytes, int, Any]], racy_ns: int,
-          tree_sink: Callable[[bytes], bytes] | None = None,
+          fence_ns: int | None = None, tree_sink: Callable[[bytes], bytes] | None = None,
           before_replace: Callable[[], Any] | None = None) -> bytes | None:
     """Replace the index file with `count` entries ((raw path, raw id, git mode, stat), sorted by
     path, paths unique) atomically (a sibling file renamed over it). The entries are taken one at
     a time and written as they come: at 50k files, holding them all with their stat objects and
-    the file's bytes was ~20 MiB of the peak of an import's restore.
+    the file's bytes was ~20 MiB of the peak of an import's restore. An entry whose file changed
+    at or after `fence_ns`, or without one within `racy_ns` of now, gets a zero mtime.
 
     With `tree_sink` the trees of those entries are built on the way (`Trees`), each handed to
     `tree_sink` (a tree object's body -> its raw id), and the file gets git's TREE extension
     (the cache-tree: a later `write_tree` reads the ids instead of rebuilding them); the root
     tree's raw id is returned. `before_replace` runs once the file is complete, just before it
     replaces the index (the pack holding its objects is put in place there)."""
-    racy_before = time.time_ns() - racy_ns
+    # racy: changed within racy_ns of now, or with a fence (a file-system timestamp taken before
+    # any file was read: snapshot.fenced), at or after it
+    racy_before = fence_ns if fence_ns is not None else time.time_ns() - racy_ns
     d = os.path.dirname(index_path)
     fd, tmp = tempfile.mkstemp(prefix="index.tc-", dir=d)
     trees = Trees(tree_sink) if tree_sink is not None else None

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pygit2
 from pygit2.enums import FileMode
 
-from . import pathsafe, wsfs
+from . import fsutil, pathsafe, wsfs
 from . import snapshot as snapshot_mod
 from .capture import MAX_LIST, Workspace, skipped
 from .errors import BadInput, NotFound
@@ -307,40 +307,12 @@ class RestoreJournal:
 
 
 FENCE = "restore-fence"
-FENCE_WAIT = 0.05  # seconds: a file system whose clock ticks slower (FAT: 2 s) smudges the last tick's files
 
 
 def fs_fence(store) -> int | None:
     """A timestamp of the workspace's file system later than every write made there so far
-    (the restore's own included), read from a file in the store written after them; None when
-    the store is on another file system (its clock may tick differently) or cannot be written.
-    It is rewritten until its mtime moves past the first one, so that even on a coarse clock
-    the files written in the last tick are older than the fence (snapshot.fenced)."""
-    path = os.path.join(store.state_dir, FENCE)
-    try:
-        if os.stat(store.state_dir).st_dev != os.stat(store.workspace).st_dev:
-            return None
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
-                     0o600)
-    except OSError:
-        return None
-    try:
-        first = None
-        deadline = time.monotonic() + FENCE_WAIT
-        while True:
-            os.pwrite(fd, b".", 0)
-            ns = os.fstat(fd).st_mtime_ns
-            if first is None:
-                first = ns
-            elif ns > first or time.monotonic() > deadline:
-                return ns
-            time.sleep(0.0005)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(path)  # nothing is left in the store
+    (the restore's own included): fsutil.fs_fence, through a file in the store."""
+    return fsutil.fs_fence(store.state_dir, store.workspace, FENCE)
 
 
 def plan_for(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, left, sel, target_id: str,

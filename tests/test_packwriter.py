@@ -244,3 +244,31 @@ def test_first_snapshot_keeps_libgit2s_object_check_on(tmp_path, tc_env_clean, m
     _first_save(tmp_path / "plain", {"a/b": b"1", "c": b"2"})
     _, _, tree = _first_save(tmp_path / "refused", {"a/b": b"1", "git~1": b"an NTFS alias of .git"})
     assert seen and set(seen) == {"refused"}, seen
+
+
+def test_first_snapshot_smudges_only_what_changed_after_its_fence(tmp_path, tc_env_clean):
+    """A fresh workspace's files were written just before its first snapshot: judged against the
+    clock's racy window every entry was smudged (mtime 0), and every later full diff hashed every
+    file again (a journal save never refreshes them). Judged against a fence taken before the
+    snapshot reads anything, none is; and a same-size rewrite right after the snapshot (same
+    tick) is still seen by the next save, whose tree is stock git's."""
+    from conftest import git_tree
+
+    from tc_git import _native
+    from tc_git.engine import Engine
+
+    ws = tmp_path / "ws"
+    for i in range(120):
+        d = ws / f"d{i % 6}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i}.txt").write_bytes(b"version one %03d\n" % i)
+    e = Engine(ws)
+    e.init("fence", goal="g")
+    e.save("first")
+    stats = _native.index_stats(e.repo.index)
+    assert len(stats) == 120 and not [p for p, st in stats.items() if st[2] == 0 and st[3] == 0], stats
+    for i in range(0, 120, 6):  # same size, new bytes, at once
+        (ws / f"d{i % 6}" / f"f{i}.txt").write_bytes(b"version two %03d\n" % i)
+    r = Engine(ws).save("second")
+    assert r["changed"] == 20, r
+    assert git_tree(ws, ws / ".checkpoints") == str(Engine(ws).repo[r["commit"]].tree_id)
