@@ -228,3 +228,42 @@ def test_bounded_libgit2_keeps_bundles_and_imports_valid(tmp_path):
     fsck(src / ".checkpoints")
     fsck(dst / ".checkpoints")
     assert git_tree(dst, dst / ".checkpoints") == git_tree(src, src / ".checkpoints")
+
+
+@pytest.mark.anyio
+@pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")
+async def test_heavy_calls_drop_other_workspaces_handles(tmp_path):
+    """Export, import and compress peak high and need no other workspace's parsed index: the
+    server drops the handles kept for other stores first (handles.drop_idle), keeps the call's
+    own, and the other workspace's next save opens its store again as usual."""
+    from tc_git import handles
+    from tc_git.mcp_server import build_server
+
+    roots = []
+    for name in ("a", "b"):
+        ws = tmp_path / name
+        (ws / "src").mkdir(parents=True)
+        for i in range(30):
+            (ws / "src" / f"f{i}.txt").write_text(f"{name} {i}\n")
+        roots.append(str(ws))
+    a, b = roots
+    kept = lambda: {w for _s, w in handles._idle}  # noqa: E731 - the workspaces whose handles are kept
+    async with Client(build_server(watch=False), mode="legacy") as c:
+        async def call(tool, root, **args):
+            r = await c.call_tool(tool, {"root": root, **args})
+            assert not r.is_error, r.content[0].text
+            handles.flush_all()  # (the deferred index writes: the handles go back to the idle set)
+            return r.structured_content
+
+        for root in (a, b):
+            await call("tc_init", root, name="h", goal="drop")
+            await call("tc_save", root, title="first")
+        assert {a, b} <= kept()
+        await call("tc_compress", a)
+        assert a in kept() and b not in kept()
+        (tmp_path / "b" / "src" / "f0.txt").write_text("changed\n")
+        saved = await call("tc_save", b, title="second")
+        assert saved["changed"] == 1 and not saved["idempotent"]
+        assert b in kept()
+        await call("tc_export", b, to=str(tmp_path))
+        assert b in kept() and a not in kept()
