@@ -10,8 +10,9 @@ import time
 LOG_MAX_BYTES = 1 << 20
 
 
-def atomic_write(path, data: bytes, mode: int = 0o600) -> None:
-    """Write a file so that readers see the old or the new content, never a torn one."""
+def atomic_write(path, data: bytes, mode: int = 0o600, sync: bool = True) -> None:
+    """Write a file so that readers see the old or the new content, never a torn one; `sync`:
+    fsync'd before the rename, so it also survives a power loss as the old or the new one."""
     path = os.fspath(path)
     head, name = os.path.split(path)
     tmp = os.path.join(head, f".{name}.{os.getpid()}.tmp")
@@ -23,7 +24,8 @@ def atomic_write(path, data: bytes, mode: int = 0o600) -> None:
             if n <= 0:
                 raise OSError(errno.ENOSPC, "no progress writing: disk full?", path)
             view = view[n:]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
         if hasattr(os, "fchmod"):
             os.fchmod(fd, mode)  # O_CREAT's mode is filtered by the umask
     finally:

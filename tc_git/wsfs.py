@@ -184,6 +184,12 @@ def _ops() -> _FdOps:
     return _PathOps()
 
 
+def fsync_setting() -> str:
+    """TC_RESTORE_FSYNC: `large` (default: files of 1 MiB or more), `all` or `off`."""
+    v = os.environ.get(FSYNC_ENV, "large").strip().lower()
+    return "off" if v in ("0", "off", "false", "no") else "all" if v in ("all", "on", "1", "true", "yes") else "large"
+
+
 def _split(rel: str) -> tuple[str, str]:
     parent, _, name = rel.rpartition("/")
     return parent, name
@@ -214,9 +220,7 @@ class Workspace:
         # allocation, quotas) is likeliest and the cost is small beside the write itself; small
         # files rely on write()/close() errors. TC_RESTORE_FSYNC=all|off changes that.
         if fsync is None:
-            v = os.environ.get(FSYNC_ENV, "large").strip().lower()
-            self.fsync = "off" if v in ("0", "off", "false", "no") else \
-                "all" if v in ("all", "on", "1", "true", "yes") else "large"
+            self.fsync = fsync_setting()
         elif isinstance(fsync, bool):
             self.fsync = "all" if fsync else "off"
         else:
