@@ -258,9 +258,14 @@ def apply_plan(repo: pygit2.Repository, plan: Plan) -> list[dict]:
                 failed.append({"path": rel, "reason": f"delete failed: {e.strerror or e}"})
         ws.prune(parents)
         creating = {x[0] for x in plan.to_write}
+        read = repo.odb.read  # the bytes without a pygit2 object per blob (~15 us less a file)
         for rel, oid, mode in plan.to_write + plan.to_replace:
             try:
-                ws.write(rel, repo[oid].peel(pygit2.Blob).data, int(mode), expect_id=str(oid), create=rel in creating)
+                kind, data = read(oid)[:2]
+                if kind != pygit2.enums.ObjectType.BLOB:
+                    failed.append({"path": rel, "reason": f"write failed: {str(oid)[:12]} is not a blob"})
+                    continue
+                ws.write(rel, data, int(mode), expect_id=str(oid), create=rel in creating)
             except wsfs.Unrestorable as e:
                 kept.append({"path": rel, "reason": str(e)})
             except OSError as e:

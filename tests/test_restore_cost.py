@@ -94,3 +94,25 @@ def test_a_file_rewritten_after_its_restore_is_snapshotted_as_it_is(tmp_path, mo
     monkeypatch.setattr(restore, "fs_fence", real)
     assert str(repo.revparse_single(e.save("after")["commit"]).peel(pygit2.Commit).tree.id) == str(tree.id)
     fsck(e.store.path)
+
+
+def test_a_plan_entry_naming_a_tree_fails_that_path_only(tmp_path, monkeypatch):
+    """apply_plan reads each blob straight from the object database: an id that names another
+    kind of object (a tampered tree) fails that path, with the reason; the rest is written."""
+    monkeypatch.setenv("TC_GIT", "off")
+    from tc_git import restore
+    from tc_git.engine import Engine
+
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", b"a\n")
+    write(ws, "d/b.txt", b"b\n")
+    e = Engine(ws)
+    e.init("kinds")
+    e.save("one")
+    repo = pygit2.Repository(str(e.store.path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+    repo.workdir = str(ws)
+    tree = repo.revparse_single(e.restore(index=1)["target_commit"]).peel(pygit2.Commit).tree
+    plan = restore.Plan(to_replace=[("a.txt", tree["d"].id, 0o100644), ("d/b.txt", repo.create_blob(b"new\n"), 0o100644)])
+    failed = restore.apply_plan(repo, plan)
+    assert failed == [{"path": "a.txt", "reason": f"write failed: {str(tree['d'].id)[:12]} is not a blob"}]
+    assert (ws / "a.txt").read_bytes() == b"a\n" and (ws / "d/b.txt").read_bytes() == b"new\n"
