@@ -140,6 +140,38 @@ def drop_idle(keep=None) -> int:
     return len(gone)
 
 
+# ----------------------------------------------------------------------------- own packs
+_own: dict[str, dict[tuple, tuple]] = {}  # store -> {pack-dir stamp before: after} of packs this process added
+
+
+def own_pack_change(store, before: tuple, after: tuple) -> None:
+    """This process added a pack (savepack.py, under the store lock), turning `objects/pack`'s
+    stamp from `before` into `after`: handles opened before it need not reopen (a pack added is
+    found on the next miss; only removed packs stay mapped). The last 64 per store are kept."""
+    k = key(store)
+    with _cv:
+        chain = _own.setdefault(k, {})
+        chain[before] = after
+        while len(chain) > 64:
+            chain.pop(next(iter(chain)))
+
+
+def same_packs(store, old, new) -> bool:
+    """Whether a handle that saw `objects/pack` at stamp `old` may stay open at stamp `new`: the
+    same stamp, or only packs this process added in between."""
+    if old == new:
+        return old is not None
+    with _cv:
+        chain = _own.get(key(store), {})
+        for _ in range(len(chain)):
+            old = chain.get(old)
+            if old is None:
+                return False
+            if old == new:
+                return True
+    return False
+
+
 def _wait_written(k: str) -> None:
     while k in _pending:  # (under _cv) the writer thread notifies when done
         _cv.wait(1.0)

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 import pygit2
 from pygit2.enums import DiffOption, FileMode
 
-from . import _native, fsutil, handles, indexfile, mempack, packwriter, pathsafe, scan
+from . import _native, fsutil, handles, indexfile, mempack, packwriter, pathsafe, savepack, scan
 from .fsutil import atomic_write
 from .journal import index_marker
 from .policy import Left, Policy, exclude_file
@@ -77,7 +77,8 @@ def take(repo: pygit2.Repository, policy: Policy, progress=None, paths=None) -> 
 
     The first snapshot (empty private index: every file is new) writes its objects into memory
     and then as one pack (tc_git/mempack.py), on a private handle of the store so the in-memory
-    backend goes away with it; later snapshots write the few objects they need as loose files.
+    backend goes away with it; later snapshots write their new blobs and trees as one small pack
+    (savepack.py; a handful of objects loose).
     `paths` (workspace paths, files or directories) refreshes only those entries: after a
     restore only the paths it wrote or deleted can differ from the snapshot taken just before.
     """
@@ -144,9 +145,16 @@ def _take_any(repo: pygit2.Repository, policy: Policy, progress, paths, force_wr
             return _take(work, policy, progress, pack)
     # judged before the diff: one that refreshes stat data writes the index itself (same content)
     base = _base_tree(repo)
-    if paths is not None:  # [] too: nothing changed (the change journal says so)
-        return _take(repo, policy, progress, None, paths=list(paths), base=base, force_write=force_write)
-    return _take(repo, policy, progress, None, base=base, force_write=force_write)
+    # a later save's new blobs and trees: one small pack, not a loose file each (savepack.py)
+    objects = savepack.SavePack(repo) if savepack.available() else None
+    try:
+        if paths is not None:  # [] too: nothing changed (the change journal says so)
+            return _take(repo, policy, progress, None, paths=list(paths), base=base, force_write=force_write,
+                         objects=objects)
+        return _take(repo, policy, progress, None, base=base, force_write=force_write, objects=objects)
+    finally:
+        if objects is not None:
+            objects.close()
 
 
 def _fits_in_memory(root: str) -> bool:
@@ -191,6 +199,10 @@ class _Run:
         self.changed = 0
         self.done = 0
         self.writer = None  # packwriter.PackWriter during a first snapshot
+        self.objects: savepack.SavePack | None = None  # a later snapshot's new objects (savepack.py)
+        # blobs stored in `objects`, indexed once it is in place (libgit2 checks that an entry's blob
+        # exists): path -> (blob id, stat)
+        self.later: dict[str, tuple[pygit2.Oid, Any]] = {}
         # paths waiting for the writer's pack, and for each a record of its raw id and packed stat
         # (84 bytes in one buffer: tuples of objects cost ~300 bytes a file, 15 MiB at 50k)
         self.pending: list[str] = []
@@ -438,6 +450,10 @@ class _Run:
                 # packed: a stat_result costs ~600 B, 30 MiB at 50k files (issue 14's memory bound)
                 self.pending_recs += self.writer.add_blob(data).raw + _LiteStat.pack(st)
                 self.pending.append(rel)
+            elif self.objects is not None:
+                oid = self.objects.add_blob(data)
+                self.later[rel] = (oid, st)
+                self.edits[rel] = (oid, _git_mode(st))
             else:
                 # content the store already holds (every file a restore just wrote, a file changed
                 # back) is not written again: create_blob would only freshen it (~0.2-0.6 ms a file)
@@ -456,8 +472,11 @@ class _Run:
         return self._odb.exists(oid)
 
     def _drop(self, rel: str) -> None:
+        stored = self.later.pop(rel, None) is not None  # stored earlier in this run, not indexed yet
         if rel in self.idx:
             self.idx.remove(rel)
+            stored = True
+        if stored:
             self.edits[rel] = None
             self.changed += 1
 
@@ -479,7 +498,17 @@ class _Run:
             if known is not None and known[0] == base and known[1] == self.edits:
                 tree = known[2]  # the caller's (restore.apply: its target's), see `expecting`
             else:
-                tree = patch_tree(self.repo, base, self.edits)  # None: a case it leaves to write_tree
+                # None: a case it leaves to write_tree
+                tree = patch_tree(self.repo, base, self.edits, objects=self.objects)
+        if self.objects is not None:
+            self.objects.finish()  # blobs and trees in place before the index entries name them
+            later, self.later = self.later, {}
+            for rel, (oid, st) in later.items():
+                try:
+                    _index_add(self.idx, rel, oid, st)
+                except (pygit2.GitError, ValueError, OverflowError) as e:  # a name git cannot store
+                    self._leave(rel, Left(rel, "special", f"cannot be stored: {e}", st.st_size, st.st_mtime))
+                    tree = None  # the patched tree named it: the index's tree instead
         patched = tree is not None
         if tree is None:
             tree = self.idx.write_tree()
@@ -606,10 +635,12 @@ def indexfile_available() -> bool:
 
 
 def _take(repo: pygit2.Repository, policy: Policy, progress, pack, paths=None, writer=None,
-          base: pygit2.Oid | None = None, force_write: bool = False) -> Snapshot:
+          base: pygit2.Oid | None = None, force_write: bool = False,
+          objects: savepack.SavePack | None = None) -> Snapshot:
     t0 = time.perf_counter()
     run = _Run(repo, policy, progress)
     run.writer = writer
+    run.objects = objects
     run.force_write = force_write
     cands: list[str] | None
     if paths is not None:
@@ -827,12 +858,15 @@ class _Conflict(Exception):
     """An edit that turns a file into a directory or back: write_tree() judges those."""
 
 
-def patch_tree(repo: pygit2.Repository, base: pygit2.Oid, edits: dict) -> pygit2.Oid | None:
+def patch_tree(repo: pygit2.Repository, base: pygit2.Oid, edits: dict,
+               objects: savepack.SavePack | None = None) -> pygit2.Oid | None:
     """The tree of an index that held `base` and then had `edits` applied (path -> (blob id,
     mode) added or replaced, None removed), writing only the trees on the edited paths; empty
     directories vanish, as in write_tree(). None when an edit changes a path's kind (a file
     where a directory was, or under a former file: libgit2's index then drops entries of its
-    own accord) or a name is not UTF-8: the caller writes the index's tree instead."""
+    own accord) or a name is not UTF-8: the caller writes the index's tree instead. With
+    `objects` the new trees are serialised here and go into that pack (visible once it is
+    finished), byte for byte what libgit2's TreeBuilder writes."""
     if not edits:
         return base
     root: dict = {}  # dir node: {"": {file name: edit}, dir name: node}
@@ -842,6 +876,12 @@ def patch_tree(repo: pygit2.Repository, base: pygit2.Oid, edits: dict) -> pygit2
         for d in dirs:
             node = node.setdefault(d, {})
         node.setdefault("", {})[name] = v
+    if objects is not None:
+        try:
+            raw = _patch_raw(repo, base.raw, root, objects)
+            return pygit2.Oid(raw=raw) if raw is not None else objects.add_tree(b"")
+        except (_Conflict, pygit2.GitError, ValueError, TypeError, UnicodeError, KeyError):
+            return None
 
     def build(tree, node: dict):
         tb = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
@@ -871,6 +911,65 @@ def patch_tree(repo: pygit2.Repository, base: pygit2.Oid, edits: dict) -> pygit2
         return out if out is not None else repo.TreeBuilder().write()
     except (_Conflict, pygit2.GitError, ValueError, TypeError, UnicodeError, KeyError):
         return None
+
+
+def _patch_raw(repo: pygit2.Repository, base: bytes | None, root: dict, objects: savepack.SavePack) -> bytes | None:
+    """patch_tree's walk on raw tree records (name -> (mode, raw id)); new trees into `objects`."""
+    read = repo.odb.read
+
+    def entries(raw: bytes) -> dict[bytes, tuple[bytes, bytes]]:
+        kind, data = read(pygit2.Oid(raw=raw))[:2]
+        recs = _TREE_ENTRY.findall(data)
+        if kind != pygit2.enums.ObjectType.TREE or sum(len(m) + len(n) + 22 for m, n, _i in recs) != len(data):
+            raise _Conflict(raw.hex())  # not a tree libgit2 would parse: write_tree() judges
+        out = {n: (m, i) for m, n, i in recs}
+        if len(out) != len(recs):
+            raise _Conflict(raw.hex())
+        return out
+
+    def build(tree: bytes | None, node: dict) -> bytes | None:
+        ents = entries(tree) if tree is not None else {}
+        for name, v in node.get("", {}).items():
+            key = name.encode("utf-8")
+            old = ents.get(key)
+            if old is not None and _is_tree_mode(old[0]) or name in node:
+                raise _Conflict(name)
+            if v is not None:
+                ents[key] = (b"%o" % int(v[1]), v[0].raw)
+            elif old is not None:
+                del ents[key]
+        for name, child in node.items():
+            if not name:
+                continue
+            key = name.encode("utf-8")
+            old = ents.get(key)
+            if old is not None and not _is_tree_mode(old[0]):
+                raise _Conflict(name)
+            new = build(old[1] if old is not None else None, child)
+            if new is not None:
+                ents[key] = (b"40000", new)
+            elif old is not None:
+                del ents[key]
+        if not ents:
+            return None
+        # git's order: a tree's name sorts as if it ended in "/"
+        order = sorted(ents, key=lambda n: n + b"/" if _is_tree_mode(ents[n][0]) else n)
+        return objects.add_tree(b"".join(_canon_mode(ents[n][0]) + b" " + n + b"\0" + ents[n][1]
+                                         for n in order)).raw
+
+    return build(base, root)
+
+
+def _is_tree_mode(mode: bytes) -> bool:
+    return mode == b"40000" or int(mode, 8) == 0o40000
+
+
+def _canon_mode(mode: bytes) -> bytes:
+    """A tree entry's mode as libgit2 writes it (a hand-made `040000` or `100664` normalised)."""
+    m = int(mode, 8)
+    if m & 0o170000 == 0o100000:
+        m = 0o100755 if m & 0o100 else 0o100644
+    return b"%o" % m
 
 
 class TreeDelta(NamedTuple):

@@ -182,7 +182,7 @@ class Store:
             # is still to be written is taken over with the lock (released by release())
             kept = handles.checkout(self.path, self.workspace,
                                     claim=self.deferrable and self._lock_fd is None and self._held_fd is None)
-            if kept is not None and (kept[2] is not None or kept[1] == self._pack_dir_stamp()):
+            if kept is not None and (kept[2] is not None or handles.same_packs(self.path, kept[1], self._pack_dir_stamp())):
                 self._repo, self._pack_stamp = kept[0], kept[1]
                 if kept[2] is not None:
                     self._held_fd = kept[2]
@@ -235,7 +235,7 @@ class Store:
         stamp = self._pack_dir_stamp()
         if self._repo is None:
             self.repo  # noqa: B018 - the handle an earlier call left (handles.py), or a new one
-        if stamp is None or stamp != self._pack_stamp:
+        if not handles.same_packs(self.path, self._pack_stamp, stamp):  # (packs this process added: kept)
             self.reopen()
         self._pack_stamp = stamp
 

@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("domain", ["timeline", "capture", "snapshot", "restore", "compress", "resume", "handoff", "handoff.*", "handoff_cache",
                 "view", "diffstat", "gitguard", "journal", "trajectory", "trajectory.*"]),
     ("policy", ["policy", "secrets"]),
-    ("storage/native", ["store", "discover", "bundle", "packs", "mempack", "packwriter", "_native", "wsfs", "pathsafe",
+    ("storage/native", ["store", "discover", "bundle", "packs", "mempack", "packwriter", "savepack", "_native", "wsfs", "pathsafe",
                         "scan", "indexfile", "lockfile", "heap", "handles"]),
     ("base", ["__init__", "errors", "refs", "recordrules", "validate", "jsonsafe", "fsutil", "results"]),
 ]

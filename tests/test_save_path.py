@@ -23,7 +23,7 @@ import pytest
 from conftest import fsck, git_tree, write
 from pygit2.enums import FileMode
 
-from tc_git import snapshot
+from tc_git import savepack, snapshot
 from tc_git.journal import index_marker
 
 DIRS = ["", "a", "a/b", "a/b/c", "d", "d/e", "a-b", "é"]
@@ -69,15 +69,24 @@ def test_patch_tree_equals_write_tree(tmp_path):
                 edits.setdefault(gone, None)
         want = idx.write_tree(repo)
         got = snapshot.patch_tree(repo, base, edits)
+        # the same trees serialised by hand into a save's pack (savepack.py), byte for byte
+        pack = savepack.SavePack(repo, loose_max=0)
+        try:
+            raw = snapshot.patch_tree(repo, base, edits, objects=pack)
+            assert (raw is None) == (got is None), edits
+            pack.finish()
+        finally:
+            pack.close()
         if got is None:
             declined += 1
             continue
         patched += 1
-        assert got == want, (edits, str(base))
+        assert got == want == raw, (edits, str(base))
         # the save's `changed` list from the same edits, without a walk: as tree_changes says
         snap = snapshot.Snapshot(got, base=base, edits=edits)
         assert snapshot.changes_since(snap, repo[base]) == snapshot.tree_changes(repo, repo[base], repo[got]), edits
     assert patched >= 30, (patched, declined)  # the ordinary case is patched, not declined
+    fsck(tmp_path / "r")  # the hand-serialised trees in their packs: stock git reads them all
 
 
 def test_patch_tree_declines_kind_changes(tmp_path):
@@ -115,7 +124,7 @@ def test_refresh_of_paths_uses_the_previous_tree_and_is_right(task, monkeypatch)
     ws, e = task
     calls = []
     real = snapshot.patch_tree
-    monkeypatch.setattr(snapshot, "patch_tree", lambda *a: calls.append(a[2]) or real(*a))
+    monkeypatch.setattr(snapshot, "patch_tree", lambda *a, **kw: calls.append(a[2]) or real(*a, **kw))
     write(ws, "src/p1/f1.py", b"changed\n")
     write(ws, "src/new/n.py", b"new\n")
     (ws / "src/p2/f2.py").unlink()
