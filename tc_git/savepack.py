@@ -80,16 +80,18 @@ class SavePack:
         self.seen: set[bytes] = set()
         self.entries = bytearray()  # _REC records
 
-    def add_blob(self, data: bytes) -> pygit2.Oid:
-        return self.add(BLOB, data)
+    def add_blob(self, data: bytes, raw: bytes | None = None) -> pygit2.Oid:
+        return self.add(BLOB, data, raw)
 
     def add_tree(self, data: bytes) -> pygit2.Oid:
         return self.add(TREE, data)
 
-    def add(self, kind: int, data: bytes) -> pygit2.Oid:
-        h = hashlib.sha1(b"%s %d\0" % (_KINDS[kind], len(data)))
-        h.update(data)
-        raw = h.digest()
+    def add(self, kind: int, data: bytes, raw: bytes | None = None) -> pygit2.Oid:
+        """`raw`: the object's id when the caller hashed it already."""
+        if raw is None:
+            h = hashlib.sha1(b"%s %d\0" % (_KINDS[kind], len(data)))
+            h.update(data)
+            raw = h.digest()
         if raw not in self.seen:
             self.seen.add(raw)
             self.count += 1

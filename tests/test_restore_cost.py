@@ -8,6 +8,7 @@ by timings (the machine may be loaded):
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pygit2
 from conftest import fsck, git_tree, write
@@ -18,6 +19,17 @@ OLD = 946684800  # 2000-01-01: a loose object touched by the restore gets a newe
 def _loose(store, oid) -> str:
     h = str(oid)
     return os.path.join(store, "objects", h[:2], h[2:])
+
+
+def _pack_indexes(store) -> set[str]:
+    d = os.path.join(store, "objects", "pack")
+    return {os.path.join(d, f) for f in os.listdir(d) if f.endswith(".idx")}
+
+
+def _ids_in(idx_path) -> set[str]:
+    with open(idx_path, "rb") as f:
+        return set(subprocess.run(["git", "show-index"], stdin=f, capture_output=True, text=True,
+                                  check=True).stdout.split()[1::3])
 
 
 def test_restore_does_not_rewrite_the_blobs_it_restored(tmp_path, monkeypatch):
@@ -32,23 +44,28 @@ def test_restore_does_not_rewrite_the_blobs_it_restored(tmp_path, monkeypatch):
     e.save("one")  # the first snapshot: a pack
     for i in range(0, 60, 3):
         write(ws, f"src/p{i % 6}/f{i}.py", f"edited = {i}\n".encode())
-    e.save("two")  # 20 loose blobs
+    e.save("two")  # 20 blobs and the trees on their paths: one small pack (savepack.py; loose with TC_SAVEPACK=off)
     repo = pygit2.Repository(str(e.store.path))
     two = repo.revparse_single(e.restore(index=2)["target_commit"]).peel(pygit2.Commit).tree
     blobs = [two[f"src/p{i % 6}/f{i}.py"].id for i in range(0, 60, 3)]
     # (its root tree is freshened by libgit2's commit creation itself)
     trees = [two["src"].id, two["src/p0"].id, two["src/p3"].id]  # the ones step 2 wrote (edits: p0, p3)
-    assert all(os.path.exists(_loose(e.store.path, b)) for b in blobs + trees)
+    assert all(b in repo.odb for b in blobs + trees)
 
     r = e.restore(index=1, apply=True)
     assert r["applied"] and r["plan"]["counts"]["to_replace"] == 20
-    for b in blobs + trees:
+    loose = [b for b in blobs + trees if os.path.exists(_loose(e.store.path, b))]
+    for b in loose:
         os.utime(_loose(e.store.path, b), (OLD, OLD))
+    packs = _pack_indexes(e.store.path)
     r = e.restore(index=2, apply=True)
     assert r["applied"] and r["plan"]["counts"]["to_replace"] == 20
-    # the 20 files now on disk are those blobs, read back and indexed, but never written again
-    touched = [str(b) for b in blobs + trees if os.stat(_loose(e.store.path, b)).st_mtime != OLD]
+    # the 20 files now on disk are those blobs, read back and indexed, but never written again:
+    # no loose one touched, none in a pack written since
+    touched = [str(b) for b in loose if os.stat(_loose(e.store.path, b)).st_mtime != OLD]
     assert touched == [], (touched, [str(t) for t in trees])
+    for idx in _pack_indexes(e.store.path) - packs:
+        assert not _ids_in(idx) & {str(b) for b in blobs + trees}, idx
     head = repo.revparse_single(r["commit"]).peel(pygit2.Commit)
     assert str(head.tree.id) == str(two.id) == git_tree(ws, e.store.path)
     # a file changed back to content the store holds is still indexed and saved as that content

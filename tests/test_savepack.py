@@ -33,6 +33,7 @@ def _packs(store) -> list[str]:
 @pytest.fixture
 def task(tmp_path, monkeypatch):
     monkeypatch.setenv("TC_GIT", "off")
+    monkeypatch.delenv("TC_SAVEPACK", raising=False)
     from tc_git.engine import Engine
 
     ws = tmp_path / "ws"
