@@ -64,6 +64,8 @@ class PeakRSS:
 
         self.peak = 0
         self.window = 0  # peak since the last window() call: what one tool call costs
+        self.window_anon = 0  # anonymous memory at that peak (the rest: mapped files, e.g. packs, .so)
+        self.last_anon = 0  # window_anon of the window window_peak() just closed
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -82,12 +84,13 @@ class PeakRSS:
             except psutil.Error:
                 continue
             self.peak = max(self.peak, rss)
-            self.window = max(self.window, rss)
+            if rss > self.window:
+                self.window, self.window_anon = rss, _anon_bytes(ch.pid)
 
     def window_peak(self) -> int:
         """The peak since the last call (sampled once more now), and a new window."""
         self.sample()
-        out, self.window = self.window, 0
+        out, self.last_anon, self.window, self.window_anon = self.window, self.window_anon, 0, 0
         return out
 
     def __enter__(self):
@@ -97,6 +100,19 @@ class PeakRSS:
     def __exit__(self, *exc):
         self.stop.set()
         self.thread.join()
+
+
+def _anon_bytes(pid: int) -> int:
+    """Anonymous resident memory of a process (heap, arenas: Linux smaps_rollup; 0 elsewhere):
+    the part of the resident size a call allocated, not file pages it mapped (packs, libraries)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Anonymous:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 # ----------------------------------------------------------------------------- cold start, tools/list (issue 11)
@@ -260,6 +276,7 @@ class Timer:
         self.sizes: dict[str, int] = {}
         self.errors: dict[str, str] = {}
         self.peaks: dict[str, int] = {}  # the server's peak RSS during each kind of call
+        self.anon: dict[str, int] = {}  # its anonymous part at that peak
 
     async def call(self, key: str, tool: str, args: dict, size=False):
         if self.rss:
@@ -268,7 +285,9 @@ class Timer:
         r = await self.c.call_tool(tool, args)
         dt = time.perf_counter() - t0
         if self.rss:
-            self.peaks[key] = max(self.peaks.get(key, 0), self.rss.window_peak())
+            peak = self.rss.window_peak()
+            if peak >= self.peaks.get(key, 0):
+                self.peaks[key], self.anon[key] = peak, self.rss.last_anon
         if r.is_error:
             text = r.content[0].text if r.content else "?"
             self.errors[key] = text[:160]
@@ -288,6 +307,7 @@ async def run_workflow(cmd: list[str], label: str, ws: Path, n: int, repeat: int
         if rss:
             await c.list_tools()
             T.peaks["(started, tools/list answered)"] = rss.window_peak()
+            T.anon["(started, tools/list answered)"] = rss.last_anon
         init = await T.call("tc_init", "tc_init", {"root": root, "name": "bench", "goal": "measure"}, size=True)
         task_id = init["task_id"] if init else None
         await T.call("tc_save (first, full tree)", "tc_save", {"root": root, "title": "s1", "next": "go"})
@@ -501,12 +521,13 @@ def journal_and_goals(results, sizes, ours, seed, git_first=None) -> list[str]:
     if results[big][ours].peaks:
         names = [k for k in results[big] if results[big][k].peaks]
         out += [f"Peak RSS during each call at {_k(big)} (the process's peak while the call ran; a call never "
-                "lowers it below what earlier calls left allocated):", "",
+                "lowers it below what earlier calls left allocated; in parentheses its anonymous part, the "
+                "rest being mapped files: libraries, pack windows):", "",
                 "| call |" + "".join(f" {k} |" for k in names), "|---|" + "---|" * len(names)]
         for key in dict.fromkeys(k for name in names for k in results[big][name].peaks):
             out.append(f"| {key} |" + "".join(
-                f" {results[big][name].peaks[key] / (1 << 20):.0f} MiB |" if key in results[big][name].peaks
-                else " — |" for name in names))
+                f" {results[big][name].peaks[key] / (1 << 20):.0f} MiB{_anon_note(results[big][name], key)} |"
+                if key in results[big][name].peaks else " — |" for name in names))
         out.append("")
     n = 10_000 if 10_000 in results else max(sizes)
     at = f"{_k(n)}" + ("" if n == 10_000 else " (stand-in for 10k)")
@@ -534,6 +555,11 @@ def journal_and_goals(results, sizes, ours, seed, git_first=None) -> list[str]:
     out += ["## Goals (issue 14)", "", "| goal | verdict | measured |", "|---|---|---|",
             *[f"| {g} | {'PASS' if ok else 'FAIL'} | {m} |" for g, ok, m in goals], ""]
     return out
+
+
+def _anon_note(T: Timer, key: str) -> str:
+    a = T.anon.get(key, 0)
+    return f" ({a / (1 << 20):.0f})" if a else ""
 
 
 def _mcp_version() -> str:
