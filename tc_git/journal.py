@@ -64,6 +64,8 @@ class Journal:
         self.marker: tuple | None = None
         self.reason = "no snapshot since the watch started"
         self.left: dict = {}  # path -> Left, as of the last snapshot (a partial one covers only its paths)
+        # entries indexed racily clean (snapshot.Snapshot.smudged): path -> the file's newest timestamp
+        self.smudged: dict[str, int] = {}
         self.nested: dict = {}
         self.epoch = 0  # bumped whenever it stops being trustworthy
         self.begun = -1  # the epoch the running snapshot began in
@@ -99,6 +101,7 @@ class Journal:
         self.trusted = False
         self.reason = reason
         self.paths.clear()
+        self.smudged.clear()  # (the full scan's diff refreshes them)
 
     # ------------------------------------------------------------------ the snapshot's side
     def begin(self, store_path) -> list[str] | None:
@@ -130,6 +133,12 @@ class Journal:
                 return None
             return sorted(paths)
 
+    def due(self, now_ns: int, window_ns: int) -> list[str]:
+        """The smudged entries whose files are `window_ns` old by now: refreshing them keeps their
+        stat data (a file changed since is named by the watcher anyway)."""
+        with self.lock:
+            return [p for p, t in self.smudged.items() if now_ns - t >= window_ns]
+
     def end(self, snap, store_path, refreshed: list[str] | None) -> tuple[list, dict]:
         """After a snapshot written under the store lock: remember its marker and what it left out,
         and keep the paths that did not hold still for the next one. Returns the complete
@@ -138,6 +147,7 @@ class Journal:
             if refreshed is None:  # a full scan: its lists are complete
                 self.left = {x.path: x for x in snap.left}
                 self.nested = dict(snap.nested)
+                self.smudged = {}
                 self.full += 1
             else:
                 # the refreshed paths (and what is under them) are as this snapshot found them
@@ -148,7 +158,12 @@ class Journal:
                 self.left.update({x.path: x for x in snap.left})
                 self.nested = {p: h for p, h in self.nested.items() if not stale(p)}
                 self.nested.update(snap.nested)
+                for p in refreshed:
+                    self.smudged.pop(p, None)
                 self.refreshes += 1
+            self.smudged.update(getattr(snap, "smudged", {}))
+            if len(self.smudged) > MAX_PATHS:
+                self.smudged.clear()  # (resume's diff then reads them; no save is wrong for it)
             self.paths.update(snap.unstable)
             self.marker = index_marker(store_path)
             if self.epoch == self.begun and not self.broken:

@@ -55,6 +55,9 @@ class Snapshot:
     seconds: float = 0.0
     partial: bool = False  # only the given paths were refreshed (`left`/`nested` cover just those)
     unstable: list[str] = field(default_factory=list)  # kept at their previous version: never held still
+    # entries this snapshot indexed "racily clean" (zero mtime: read again next time): path -> the
+    # file's newest timestamp (ns); the change journal refreshes them once that is RACY_NS old
+    smudged: dict[str, int] = field(default_factory=dict)
     scan: str = "diff"  # how candidates were found: diff | walk | paths
     base: pygit2.Oid | None = None  # the tree `tree` was built from by patch_tree, with `edits`
     edits: dict | None = None  # path -> (blob id, mode) or None, as patch_tree applied them
@@ -73,7 +76,7 @@ class Snapshot:
         return out
 
 
-def take(repo: pygit2.Repository, policy: Policy, progress=None, paths=None) -> Snapshot:
+def take(repo: pygit2.Repository, policy: Policy, progress=None, paths=None, recheck=None) -> Snapshot:
     """Bring the private index up to date with the workspace and write its tree.
 
     The first snapshot (empty private index: every file is new) writes its objects into memory
@@ -82,6 +85,8 @@ def take(repo: pygit2.Repository, policy: Policy, progress=None, paths=None) -> 
     (savepack.py; a handful of objects loose).
     `paths` (workspace paths, files or directories) refreshes only those entries: after a
     restore only the paths it wrote or deleted can differ from the snapshot taken just before.
+    `recheck` (some of `paths`): entries indexed racily clean by an earlier snapshot; one whose
+    content is unchanged only gets its stat data back (no edit, not counted as changed).
     """
     trusted = handles.trusted(repo)
     if not trusted:
@@ -91,7 +96,7 @@ def take(repo: pygit2.Repository, policy: Policy, progress=None, paths=None) -> 
         repo.index.read(True)
         paths = None
     try:
-        snap = _take_any(repo, policy, progress, paths, force_write=not trusted)
+        snap = _take_any(repo, policy, progress, paths, force_write=not trusted, recheck=recheck)
     except BaseException:
         # the repository handle outlives this call (store.py keeps it open across saves): entries
         # changed in memory by a snapshot that failed must not leak into the next one
@@ -123,7 +128,8 @@ def _base_tree(repo: pygit2.Repository) -> pygit2.Oid | None:
     return known[1]
 
 
-def _take_any(repo: pygit2.Repository, policy: Policy, progress, paths, force_write: bool = False) -> Snapshot:
+def _take_any(repo: pygit2.Repository, policy: Policy, progress, paths, force_write: bool = False,
+              recheck=None) -> Snapshot:
     idx = repo.index
     idx.read(False)
     if len(idx) == 0 and packwriter.available():
@@ -151,7 +157,7 @@ def _take_any(repo: pygit2.Repository, policy: Policy, progress, paths, force_wr
     try:
         if paths is not None:  # [] too: nothing changed (the change journal says so)
             return _take(repo, policy, progress, None, paths=list(paths), base=base, force_write=force_write,
-                         objects=objects)
+                         objects=objects, recheck=recheck)
         return _take(repo, policy, progress, None, base=base, force_write=force_write, objects=objects)
     finally:
         if objects is not None:
@@ -204,6 +210,9 @@ class _Run:
         # blobs stored in `objects`, indexed once it is in place (libgit2 checks that an entry's blob
         # exists): path -> (blob id, stat)
         self.later: dict[str, tuple[pygit2.Oid, Any]] = {}
+        self.smudged: dict[str, int] = {}  # see Snapshot.smudged
+        self.recheck: set[str] = set()  # see take()
+        self.restat = 0  # entries whose stat data alone was refreshed
         # paths waiting for the writer's pack, and for each a record of its raw id and packed stat
         # (84 bytes in one buffer: tuples of objects cost ~300 bytes a file, 15 MiB at 50k)
         self.pending: list[str] = []
@@ -448,6 +457,8 @@ class _Run:
 
     def _store(self, rel: str, st, data: bytes) -> None:
         try:
+            if rel in self.recheck and self._restat(rel, st, data):
+                return
             if self.writer is not None:  # indexed once the pack is in place (libgit2 checks the blob exists)
                 # packed: a stat_result costs ~600 B, 30 MiB at 50k files (issue 14's memory bound)
                 self.pending_recs += self.writer.add_blob(data).raw + _LiteStat.pack(st)
@@ -455,7 +466,7 @@ class _Run:
             elif self.objects is not None:
                 oid = pygit2.hash(data)
                 if self.odb_has(oid):  # (as below) indexed now: its blob exists
-                    _index_add(self.idx, rel, oid, st)
+                    self._index_add(rel, oid, st)
                 else:
                     self.objects.add_blob(data, raw=oid.raw)
                     self.later[rel] = (oid, st)
@@ -466,11 +477,27 @@ class _Run:
                 oid = pygit2.hash(data)
                 if not self.odb_has(oid):
                     oid = self.repo.create_blob(data)
-                _index_add(self.idx, rel, oid, st)
+                self._index_add(rel, oid, st)
                 self.edits[rel] = (oid, _git_mode(st))
             self.changed += 1
         except (pygit2.GitError, ValueError, OverflowError) as e:  # e.g. a name git cannot store
             self._leave(rel, Left(rel, "special", f"cannot be stored: {e}", st.st_size, st.st_mtime))
+
+    def _restat(self, rel: str, st, data: bytes) -> bool:
+        """An entry indexed racily clean whose file still holds what it names: its stat data back."""
+        try:
+            e = self.idx[rel]
+        except (KeyError, ValueError):
+            return False
+        if e.mode != _git_mode(st) or e.id != pygit2.hash(data):
+            return False
+        self._index_add(rel, e.id, st)
+        self.restat += 1
+        return True
+
+    def _index_add(self, rel: str, oid: pygit2.Oid, st) -> None:
+        if _index_add(self.idx, rel, oid, st):
+            self.smudged[rel] = max(st.st_mtime_ns, st.st_ctime_ns)
 
     def odb_has(self, oid: pygit2.Oid) -> bool:
         # a miss makes libgit2 rescan objects/pack (getdents, ~30 us of CPU, ~0.3 ms under load):
@@ -520,7 +547,7 @@ class _Run:
             later, self.later = self.later, {}
             for rel, (oid, st) in later.items():
                 try:
-                    _index_add(self.idx, rel, oid, st)
+                    self._index_add(rel, oid, st)
                 except (pygit2.GitError, ValueError, OverflowError) as e:  # a name git cannot store
                     self._leave(rel, Left(rel, "special", f"cannot be stored: {e}", st.st_size, st.st_mtime))
                     tree = None  # the patched tree named it: the index's tree instead
@@ -529,7 +556,7 @@ class _Run:
             tree = self.idx.write_tree()
         if pack is not None:
             pack.flush()  # objects on disk before the index that names them
-        if self.changed or self.left or pack is not None or self.force_write:
+        if self.changed or self.left or pack is not None or self.force_write or self.restat:
             # Nothing changed: the index is as it was read (a refresh of given paths), or as the
             # diff left it, which writes the index itself when it refreshed stat data
             # (DiffOption.UPDATE_INDEX). Writing 50k entries back costs ~30-45 ms, and the
@@ -542,7 +569,8 @@ class _Run:
                     handles.clear_marker(self.repo)
         return Snapshot(tree, sorted(self.left.values(), key=lambda x: x.path), self.nested, self.changed,
                         time.perf_counter() - t0, partial=partial, unstable=sorted(self.unstable), scan=scan,
-                        base=base if patched else None, edits=self.edits if patched else None)
+                        base=base if patched else None, edits=self.edits if patched else None,
+                        smudged=self.smudged)
 
     def _finish_first(self, t0: float, scan: str, partial: bool) -> Snapshot:
         """A first snapshot's index and tree: every entry names a blob of the writer's pack.
@@ -651,11 +679,12 @@ def indexfile_available() -> bool:
 
 def _take(repo: pygit2.Repository, policy: Policy, progress, pack, paths=None, writer=None,
           base: pygit2.Oid | None = None, force_write: bool = False,
-          objects: savepack.SavePack | None = None) -> Snapshot:
+          objects: savepack.SavePack | None = None, recheck=None) -> Snapshot:
     t0 = time.perf_counter()
     run = _Run(repo, policy, progress)
     run.writer = writer
     run.objects = objects
+    run.recheck = set(recheck or ())
     run.force_write = force_write
     cands: list[str] | None
     if paths is not None:
@@ -775,10 +804,16 @@ _LITE = struct.Struct("<QQqqQQQQ")
 _PENDING = 20 + _LITE.size  # a pending record: raw blob id, packed stat
 
 
-def _index_add(idx: pygit2.Index, rel: str, oid: pygit2.Oid, st) -> None:
+def _index_add(idx: pygit2.Index, rel: str, oid: pygit2.Oid, st) -> bool:
     """Add an entry with the stat data of `st` (pygit2's IndexEntry carries none, and zeros
-    would make every later save read the file again)."""
-    _native.index_add(idx, rel, oid, _git_mode(st), st, RACY_NS, getattr(_FENCE, "ns", None))
+    would make every later save read the file again). True when it was added racily clean
+    (smudged: _native.index_add's rule)."""
+    fence = getattr(_FENCE, "ns", None)
+    _native.index_add(idx, rel, oid, _git_mode(st), st, RACY_NS, fence)
+    if not _native.has(_native.INDEX_STAT):
+        return False  # (no stat data at all: every diff reads it; nothing to carry)
+    newest = max(st.st_mtime_ns, st.st_ctime_ns)
+    return newest >= fence if fence is not None else time.time_ns() - newest < RACY_NS
 
 
 _FENCE = threading.local()
@@ -934,9 +969,10 @@ def _patch_raw(repo: pygit2.Repository, base: bytes | None, root: dict, objects:
 
     def entries(raw: bytes) -> dict[bytes, tuple[bytes, bytes]]:
         kind, data = read(pygit2.Oid(raw=raw))[:2]
+        # every byte in a record, as libgit2's parser demands, and each name once: else write_tree() judges
+        if kind != pygit2.enums.ObjectType.TREE or _TREE_RECORDS.fullmatch(data) is None:
+            raise _Conflict(raw.hex())
         recs = _TREE_ENTRY.findall(data)
-        if kind != pygit2.enums.ObjectType.TREE or sum(len(m) + len(n) + 22 for m, n, _i in recs) != len(data):
-            raise _Conflict(raw.hex())  # not a tree libgit2 would parse: write_tree() judges
         out = {n: (m, i) for m, n, i in recs}
         if len(out) != len(recs):
             raise _Conflict(raw.hex())
@@ -967,16 +1003,20 @@ def _patch_raw(repo: pygit2.Repository, base: bytes | None, root: dict, objects:
                 del ents[key]
         if not ents:
             return None
-        # git's order: a tree's name sorts as if it ended in "/"
-        order = sorted(ents, key=lambda n: n + b"/" if _is_tree_mode(ents[n][0]) else n)
-        return objects.add_tree(b"".join(_canon_mode(ents[n][0]) + b" " + n + b"\0" + ents[n][1]
-                                         for n in order)).raw
+        # git's order: a tree's name sorts as if it ended in "/"; modes as libgit2 writes them
+        recs = sorted([(n + b"/" if _is_tree_mode(m) else n, m if m in _CANON_MODES else _canon_mode(m), n, i)
+                       for n, (m, i) in ents.items()])
+        return objects.add_tree(b"".join([m + b" " + n + b"\0" + i for _k, m, n, i in recs])).raw
 
     return build(base, root)
 
 
+_TREE_RECORDS = re.compile(rb"(?:[0-7]+ [^\0]*\0.{20})*", re.S)  # a whole raw tree: records only
+_CANON_MODES = frozenset((b"100644", b"100755", b"120000", b"160000", b"40000"))
+
+
 def _is_tree_mode(mode: bytes) -> bool:
-    return mode == b"40000" or int(mode, 8) == 0o40000
+    return mode == b"40000" or mode[:1] != b"1" and int(mode, 8) == 0o40000
 
 
 def _canon_mode(mode: bytes) -> bytes:
@@ -1188,6 +1228,7 @@ def _take_journaled(store, policy: Policy, progress, journal, paths, pending: bo
     if journal is None:
         return take(store.repo, policy, progress, paths)
     complete = paths is None
+    recheck = None
     if paths is None:
         refresh = journal.begin(store.path)
     elif pending and journal.trusted:
@@ -1196,8 +1237,14 @@ def _take_journaled(store, policy: Policy, progress, journal, paths, pending: bo
         complete = True
     else:
         refresh = list(paths)
+    if complete and refresh is not None:
+        # entries earlier journal saves indexed racily clean, now old enough to keep their stat
+        # data: a journal save never rescans an unchanged file, so without this every resume's
+        # index-to-workdir diff (and any full scan) would hash them again
+        recheck = set(journal.due(time.time_ns(), RACY_NS)) - set(refresh)
+        refresh = sorted(set(refresh) | recheck) if recheck else refresh
     try:
-        snap = take(store.repo, policy, progress, refresh)
+        snap = take(store.repo, policy, progress, refresh, recheck=recheck)
     except BaseException:
         journal.untrust("a snapshot failed")
         raise
