@@ -16,7 +16,16 @@ from conftest import clean_env
 from tc_git import packwriter
 
 
-def test_pack_is_what_git_accepts(tmp_path):
+@pytest.mark.parametrize("deflate", ["isal", "zlib"])
+def test_pack_is_what_git_accepts(tmp_path, monkeypatch, deflate):
+    """With ISA-L's deflate (the `isal` dependency) and with zlib's (where it has no wheel)."""
+    import zlib
+
+    if deflate == "zlib":
+        monkeypatch.setattr(packwriter, "_compress", zlib.compress)
+    else:
+        from isal import isal_zlib
+        assert packwriter._compress is isal_zlib.compress
     repo = pygit2.init_repository(str(tmp_path / "s.git"), bare=True)
     pack_dir = os.path.join(repo.path, "objects", "pack")
     os.makedirs(pack_dir, exist_ok=True)
