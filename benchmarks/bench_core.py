@@ -47,7 +47,7 @@ def _t(fn):
     return time.perf_counter() - t0, r
 
 
-REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))  # --repeat: median of REPEAT for every figure but the first save
+REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))  # --repeat: median of REPEAT for every figure (the first save: under a second)
 
 
 def history(root: Path, n: int, save, resume, restore) -> dict:
@@ -167,7 +167,35 @@ def worker_seed(root: Path, n: int) -> dict:
     return out
 
 
+def worker_first(kind: str, root: Path) -> dict:
+    """Only the first save, in a fresh process: the extra runs of a first save under a second."""
+    if kind == "first-tcgit":
+        os.environ["TC_GIT"] = "off"
+        from tc_git.engine import Engine
+
+        e = Engine(root)
+        e.init("bench")
+        return {"first save": _t(lambda: e.save("s1"))[0]}
+    gitdir = root.parent / (root.name + "-gitdir")
+    env = clean_env(GIT_DIR=str(gitdir), GIT_WORK_TREE=str(root), GIT_INDEX_FILE=str(gitdir / "tc-index"),
+                    GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@x", GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@x")
+    subprocess.run(["git", "init", "-q", "--bare", str(gitdir)], check=True, env=clean_env())
+    subprocess.run(["git", "--git-dir", str(gitdir), "config", "core.bare", "false"], check=True)
+
+    def git(*args) -> str:
+        return subprocess.run(["git", *args], check=True, env=env, capture_output=True, text=True).stdout.strip()
+
+    def save():
+        git("add", "-A")
+        git("update-ref", "refs/checkpoints/bench", git("commit-tree", git("write-tree"), "-m", "s1"))
+
+    return {"first save": _t(save)[0]}
+
+
 def run_worker(kind: str, root: Path, n: int) -> None:
+    if kind.startswith("first-"):
+        print(json.dumps(worker_first(kind, root)))
+        return
     fn = {"tcgit": worker_tcgit, "journal": worker_journal, "git": worker_git, "seed": worker_seed}[kind]
     out = fn(root, n)
     out["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -314,7 +342,7 @@ def plot(results: dict, sizes: list[int], seed: bool, path: Path) -> bool:
     series = [("tc-git", "tcgit", "o-"), ("tc-git + journal", "journal", "s-"), ("git CLI", "git", "^--")]
     if seed:
         series.append(("task-checkpoint-mcp 0.1.7", "seed", "x:"))
-    fig_note = f"median of {REPEAT} except the first save"
+    fig_note = f"median of {REPEAT} except a first save over a second"
     ops = ["no-change save", "1-file save", "100-file save", "first save"]
     fig, axes = plt.subplots(1, len(ops), figsize=(4 * len(ops), 3.6))
     for ax, op in zip(axes, ops):
@@ -373,6 +401,18 @@ def main() -> int:
                     results[n]["cli"] = cli_times(root, n)
                 shutil.rmtree(root, ignore_errors=True)
                 shutil.rmtree(tmp / f"{kind}-{n}-gitdir", ignore_errors=True)
+                if kind in ("tcgit", "git") and results[n][kind]["first save"] < 1.0 and REPEAT > 1:
+                    # under a second: the median of REPEAT fresh processes on fresh workspaces (one
+                    # run of ~0.2 s decided the 1k verdict); the history's own run is the first
+                    runs = [results[n][kind]["first save"]]
+                    for k in range(REPEAT - 1):
+                        again = tmp / f"{kind}-{n}-first{k}"
+                        make_workspace(again, n)
+                        runs.append(spawn_worker("first-" + kind, again, n)["first save"])
+                        shutil.rmtree(again, ignore_errors=True)
+                        shutil.rmtree(tmp / f"{kind}-{n}-first{k}-gitdir", ignore_errors=True)
+                    results[n][kind]["first save runs"] = runs
+                    results[n][kind]["first save"] = statistics.median(runs)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     table, goals = report(results, sizes, seed)
@@ -390,7 +430,8 @@ def main() -> int:
         f"{platform.python_version()}, {cpu} CPUs, load average at the start {load0}, at the end {load}. "
         f"Warm page cache, wall clock. Every engine runs the same history on its own copy of the same "
         f"workspace, in a fresh process: N source-like text files (100 per directory) + 4 MB of binaries "
-        f"(benchmarks/common.py); first save (one run), then {REPEAT} no-change saves, {REPEAT} one-file "
+        f"(benchmarks/common.py); first save (tc-git and git CLI: where under a second, the median of {REPEAT} "
+        f"fresh processes on fresh workspaces; else one run), then {REPEAT} no-change saves, {REPEAT} one-file "
         f"saves, {REPEAT} 100-file saves, {REPEAT} resumes (git CLI: `status --porcelain`) and {REPEAT} "
         f"restores of 100 files (alternating between two steps; git CLI: `checkout <commit> -- .`): the "
         f"median is shown. tc-git + journal: the MCP server's change journal (a real inotify DriftWatcher). "

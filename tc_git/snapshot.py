@@ -1204,7 +1204,9 @@ def _sync_excludes(store, exclude, journal) -> None:
         current = None
     if current == text:
         return
-    atomic_write(path, text.encode(), 0o600)
+    # no fsync (one a first snapshot paid): a file lost to a crash is found different and
+    # rewritten by the next snapshot, before it scans
+    atomic_write(path, text.encode(), 0o600, sync=False)
     if journal is not None:  # what is ignored changed: every path may mean something else
         journal.untrust("exclude patterns changed")
     repo = store.reopen()  # libgit2 caches ignore rules per repository handle
