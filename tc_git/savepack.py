@@ -38,7 +38,7 @@ from typing import BinaryIO
 import pygit2
 
 from . import handles
-from .packwriter import _REC, STALE, _index_v2, _remove_stale
+from .packwriter import _REC, STALE, _compress, _index_v2, _remove_stale
 
 BLOB, TREE = 3, 2
 LOOSE_MAX = 4  # a save of this many objects or fewer writes them loose
@@ -115,7 +115,7 @@ class SavePack:
 
     def _write(self, kind: int, raw: bytes, data: bytes) -> None:
         head = _header(kind, len(data))
-        body = zlib.compress(data, 1)
+        body = _compress(data, 1)  # (ISA-L's deflate where installed: packwriter.py)
         assert self.f is not None
         self.f.write(head)
         self.f.write(body)
