@@ -259,20 +259,24 @@ def test_read_right_after_a_save_takes_the_unwritten_index_over(tmp_path, deferr
     fsck(store)
 
 
-def test_saves_in_a_row_scan_once_and_smudge_nothing(tmp_path, deferring, monkeypatch):
-    """Saves in a row with the index write deferred (the MCP server without the journal): the
-    parallel scan does not diff its shares a second time to refresh stat data (libgit2 judges
-    the entries newer than the unwritten index racy and hashes them whatever a refresh does:
-    that pass doubled the scan of a 100-file save at 10k files), and a full scan judges racily
-    clean entries against a file-system fence, so files edited before the save keep their
-    mtimes (stock git reads them). Trees are stock git's throughout."""
+def test_no_refreshing_scan_pass_while_the_index_is_unwritten(tmp_path, deferring, monkeypatch):
+    """While the index in memory is unwritten (its write deferred), libgit2 judges every entry
+    newer than the index file's last write racy and hashes it whatever a refresh writes: the
+    parallel scan's second, refreshing pass over a share (UPDATE_INDEX) then refreshed nothing
+    and doubled the scan of a 100-file save at 10k files. It is skipped then, and still runs
+    once the index is written (files touched meanwhile get their stat data back)."""
+    import os
+
     from pygit2.enums import DiffOption
 
     from tc_git import _native, scan
 
     monkeypatch.setenv("TC_SCAN_MIN", "10")  # the parallel scan from 10 entries
     ws, eng, store = _first_saved(tmp_path)
-    assert scan.parallel_ok(30)
+    handles.flush_all()
+    old = time.time() - 100
+    for i in range(0, 30, 5):
+        os.utime(ws / f"d{i % 3}/f{i}.txt", (old, old))  # same bytes, other stat data: hashed
     passes: list[bool] = []
     real = _native.diff_paths
 
@@ -281,18 +285,14 @@ def test_saves_in_a_row_scan_once_and_smudge_nothing(tmp_path, deferring, monkey
         return real(handle, idx, flags, paths, *a, **kw)
 
     monkeypatch.setattr(_native, "diff_paths", counting)
-    from tc_git.engine import Engine
-
-    for n in range(3):
-        for i in range(n, 30, 3):
-            write(ws, f"d{i % 3}/f{i}.txt", f"file {i} edit {n}\n".encode())
-        passes.clear()
-        r = Engine(ws).save(f"edit {n}")
-        assert passes and not any(passes), passes  # one pass per share, never a refreshing one
-        assert _tree(eng, r["commit"]) == git_tree(ws, store)
-    handles.flush_all()
-    out = subprocess.run(["git", f"--git-dir={store}", f"--work-tree={ws}", "ls-files", "--debug"],
-                         capture_output=True, text=True, check=True, env=clean_env()).stdout
-    mtimes = [ln.split()[1] for ln in out.splitlines() if ln.strip().startswith("mtime:")]
-    assert len(mtimes) == 30 and "0:0" not in mtimes, mtimes
+    repo = eng.repo
+    idx = repo.index
+    idx.read(True)
+    flags = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS | DiffOption.UPDATE_INDEX)
+    assert scan.parallel_ok(len(idx))
+    assert scan.changed_paths(repo, idx, flags, unwritten=True) == []
+    assert passes and not any(passes), passes  # one pass per share, no refreshing one
+    passes.clear()
+    assert scan.changed_paths(repo, idx, flags) == []
+    assert any(passes), passes  # written index: the touched files are refreshed
     fsck(store)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -168,6 +169,44 @@ def test_journal_used_and_correct(watched):
     assert how == "journal" and tree == git_tree(ws, watched.eng.store.path)
     tree, how = watched.save()  # nothing changed
     assert how == "journal" and tree == git_tree(ws, watched.eng.store.path)
+
+
+def _smudged(w: Watched) -> list[str]:
+    """Index entries stock git reads with a zero mtime ("racily clean": hashed by every diff)."""
+    from tc_git import handles
+
+    handles.flush_all()  # (the index write deferred past the save)
+    out = subprocess.run(["git", f"--git-dir={w.eng.store.path}", f"--work-tree={w.ws}", "ls-files", "--debug"],
+                         capture_output=True, text=True, check=True, env=clean_env()).stdout.splitlines()
+    found, path = [], None
+    for ln in out:
+        if not ln.startswith((" ", "\t")):
+            path = ln
+        elif ln.split()[:2] == ["mtime:", "0:0"]:
+            found.append(path)
+    return found
+
+
+def test_journal_saves_refresh_what_they_smudged(watched, monkeypatch):
+    """A file saved right after it was written is indexed racily clean (zero mtime: the next
+    diff hashes it); a journal save never rescans an unchanged file, so such entries used to stay
+    smudged for the server's life and every resume hashed all of them. The journal now carries
+    them and a save once RACY_NS has passed refreshes their stat data: no new edit, same tree."""
+    from tc_git import snapshot
+
+    monkeypatch.setattr(snapshot, "RACY_NS", 300_000_000)  # 0.3 s for the test
+    ws = watched.ws
+    watched.save()
+    (ws / "src/m1/f1.py").write_text("changed\n")
+    (ws / "src/m2/f2.py").write_text("changed too\n")
+    tree, how = watched.save()
+    assert how == "journal" and sorted(_smudged(watched)) == ["src/m1/f1.py", "src/m2/f2.py"]
+    time.sleep(0.4)
+    again, how = watched.save()
+    assert how == "journal" and again == tree == git_tree(ws, watched.eng.store.path)
+    assert _smudged(watched) == [] and watched.journal.smudged == {}
+    (ws / "src/m1/f1.py").write_text("changed\n!")  # a real change afterwards is still a change
+    assert watched.save()[0] == git_tree(ws, watched.eng.store.path) != tree
 
 
 def test_another_process_writing_the_store_means_full_scan(watched):
