@@ -456,6 +456,7 @@ class Engine:
             shown, paths, note = bundles.auto_restore(preview)
             if shown is not None:
                 return shown
+            del preview  # (up to AUTO_LIMIT listed paths, not to be held through the apply's peak)
             # only the new files when others would go; an undoable restore either way
             applied = self._restore_imported(task_id, True, paths=paths) or {}
             return {**applied, "auto": "applied", "note": note}
