@@ -284,9 +284,11 @@ def report(results: dict, sizes: list[int], seed: bool) -> tuple[str, list[tuple
     goals = issue14_goals(results, sizes)
     if 10_000 in results and "seed" in results[10_000]:
         r = results[10_000]
-        for op in ("first save", "no-change save", "1-file save", "100-file save", "resume"):
+        # issue 14 asks these two over MCP (bench_mcp.py gives the verdicts of record); in-process here
+        for op in ("100-file save", "restore 100 (apply)"):
             ratio = r["seed"][op] / r["tcgit"][op]
-            goals.append((f"10k: {op} >= 20x faster than the seed (in-process; issue 14 asks it over MCP)", ratio >= 20, f"{ratio:.1f}x "
+            goals.append((f"10k: {op} >= 20x faster than the seed (in-process; the goal is over MCP: mcp.md)",
+                          ratio >= 20, f"{ratio:.1f}x "
                           f"({fmt_s(r['tcgit'][op])} vs {fmt_s(r['seed'][op])})"))
     seeded = [n for n in sizes if "seed" in results[n]]
     if seeded:
