@@ -124,12 +124,7 @@ class PackWriter:
         self._write(raw, size, body, kind)
 
     def _write(self, raw: bytes, size: int, body: bytes, kind: int = BLOB) -> None:
-        head = bytearray([(kind << 4) | (size & 0x0F)])
-        size >>= 4
-        while size:
-            head[-1] |= 0x80
-            head.append(size & 0x7F)
-            size >>= 7
+        head = object_header(kind, size)
         self.f.write(head)
         self.f.write(body)
         self.entries += _REC.pack(raw, zlib.crc32(body, zlib.crc32(head)), self.offset)
@@ -160,32 +155,10 @@ class PackWriter:
         self.seen = set()  # no more adds: the ids live on in `entries` (4-5 MiB at 50k files)
         if not self.count:
             return 0
-        self.f.seek(8)
-        self.f.write(struct.pack(">I", self.count))
-        self.f.flush()
-        self.f.seek(0)
-        h = hashlib.sha1()
-        for chunk in iter(lambda: self.f.read(CHUNK), b""):
-            h.update(chunk)
-        pack_sum = h.digest()
-        self.f.write(pack_sum)
-        self.f.flush()
-        os.fsync(self.f.fileno())
-        self.f.close()
-        name = os.path.join(self.dir, "pack-" + pack_sum.hex())
         pack_path = self.path
         assert pack_path is not None  # set in __init__, cleared only below and in close()
-        fd, idx_path = tempfile.mkstemp(prefix="tmp-tc-", suffix=".idx", dir=self.dir)
-        self.idx_path = idx_path
-        with os.fdopen(fd, "wb") as f:
-            f.write(_index_v2(self.entries, pack_sum))
-            f.flush()
-            os.fsync(f.fileno())
-        self.entries = bytearray()
-        for p in (pack_path, idx_path):
-            os.chmod(p, 0o444)  # as git leaves pack files
-        os.replace(pack_path, name + ".pack")  # the pack first: a reader looks for the .idx
-        os.replace(idx_path, name + ".idx")
+        entries, self.entries = self.entries, bytearray()
+        seal(self.f, pack_path, self.count, entries, sync=True)
         self.path = self.idx_path = None
         return self.count
 
@@ -197,13 +170,67 @@ class PackWriter:
             self._pool = None
         if not self.f.closed:
             self.f.close()
-        for p in (self.path, self.idx_path):
-            if p:
-                try:
-                    os.unlink(p)
-                except FileNotFoundError:
-                    pass
-        self.path = self.idx_path = None
+        discard(self.path)
+        self.path = None
+
+
+def object_header(kind: int, size: int) -> bytes:
+    """A pack entry's header: the type and the inflated size, 7 bits a byte after the first 4."""
+    head = bytearray([(kind << 4) | (size & 0x0F)])
+    size >>= 4
+    while size:
+        head[-1] |= 0x80
+        head.append(size & 0x7F)
+        size >>= 7
+    return bytes(head)
+
+
+def seal(f, pack_path: str, count: int, entries: bytes | bytearray, sync: bool) -> str:
+    """Make the pack written to `f` (the temporary `pack_path`, its header's count a placeholder)
+    a pack git finds: the count, the trailing SHA-1, its version-2 `.idx` from `entries` (_REC
+    records), both read-only as git leaves them, moved into place the pack first (readers find
+    packs by their `.idx`). `sync`: fsync both before the renames. Returns the pack's path
+    without its suffix. On failure nothing of it is in place but, at worst, a `.pack` without an
+    `.idx` (invisible to git and libgit2); the caller removes `pack_path`."""
+    f.seek(8)
+    f.write(struct.pack(">I", count))
+    f.flush()
+    f.seek(0)
+    h = hashlib.sha1()
+    for chunk in iter(lambda: f.read(CHUNK), b""):
+        h.update(chunk)
+    pack_sum = h.digest()
+    f.write(pack_sum)
+    f.flush()
+    if sync:
+        os.fsync(f.fileno())
+    f.close()
+    directory = os.path.dirname(pack_path)
+    name = os.path.join(directory, "pack-" + pack_sum.hex())
+    fd, idx_path = tempfile.mkstemp(prefix="tmp-tc-", suffix=".idx", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as g:
+            g.write(_index_v2(entries, pack_sum))
+            g.flush()
+            if sync:
+                os.fsync(g.fileno())
+        for p in (pack_path, idx_path):
+            os.chmod(p, 0o444)  # as git leaves pack files
+        os.replace(pack_path, name + ".pack")
+        os.replace(idx_path, name + ".idx")
+    finally:
+        discard(idx_path)  # (gone once renamed)
+    return name
+
+
+def discard(*paths: str | None) -> None:
+    """Remove temporary files that may or may not exist any more."""
+    for p in paths:
+        if p:
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
 
 
 STALE = 600  # seconds: a live writer appends all the time, a killed one left its file behind

@@ -38,7 +38,7 @@ from typing import BinaryIO
 import pygit2
 
 from . import handles
-from .packwriter import _REC, STALE, _compress, _index_v2, _remove_stale
+from .packwriter import _REC, STALE, _compress, _remove_stale, discard, object_header, seal
 
 BLOB, TREE = 3, 2
 LOOSE_MAX = 4  # a save of this many objects or fewer writes them loose
@@ -52,16 +52,6 @@ def available() -> bool:
     return os.environ.get("TC_SAVEPACK", "on").lower() not in ("0", "off", "false", "no")
 
 
-def _header(kind: int, size: int) -> bytes:
-    head = bytearray([(kind << 4) | (size & 0x0F)])
-    size >>= 4
-    while size:
-        head[-1] |= 0x80
-        head.append(size & 0x7F)
-        size >>= 7
-    return bytes(head)
-
-
 class SavePack:
     """Objects of one save. `add_blob`/`add_tree` return the id at once; nothing is visible to
     the object database until `finish()`. Use under the store's lock."""
@@ -73,8 +63,7 @@ class SavePack:
         self.small: list[tuple[int, bytes, bytes]] = []  # (kind, raw id, data) until a pack is needed
         self.f: BinaryIO | None = None
         self.before: tuple | None = None  # objects/pack's stamp before this pack touched it
-        self.path: str | None = None  # temporary files still ours to remove
-        self.idx_path: str | None = None
+        self.path: str | None = None  # the temporary pack, still ours to remove
         self.offset = 12
         self.count = 0
         self.seen: set[bytes] = set()
@@ -114,7 +103,7 @@ class SavePack:
         self.small = []
 
     def _write(self, kind: int, raw: bytes, data: bytes) -> None:
-        head = _header(kind, len(data))
+        head = object_header(kind, len(data))
         body = _compress(data, 1)  # (ISA-L's deflate where installed: packwriter.py)
         assert self.f is not None
         self.f.write(head)
@@ -131,24 +120,9 @@ class SavePack:
                     odb.write(kind, data)
                 self.small = []
                 return self.count
-            f = self.f
-            f.seek(8)
-            f.write(struct.pack(">I", self.count))
-            f.flush()
-            f.seek(0)
-            pack_sum = _sum(f)
-            f.write(pack_sum)
-            f.close()
-            name = os.path.join(self.dir, "pack-" + pack_sum.hex())
-            fd, self.idx_path = tempfile.mkstemp(prefix="tmp-tc-", suffix=".idx", dir=self.dir)
-            with os.fdopen(fd, "wb") as g:
-                g.write(_index_v2(self.entries, pack_sum))
             assert self.path is not None
-            for p in (self.path, self.idx_path):
-                os.chmod(p, 0o444)  # as git leaves pack files
-            os.replace(self.path, name + ".pack")  # the pack first: readers find packs by their .idx
-            os.replace(self.idx_path, name + ".idx")
-            self.path = self.idx_path = None
+            seal(self.f, self.path, self.count, self.entries, sync=False)
+            self.path = None
             after = _stamp(self.dir)
             if self.before is not None and after is not None:
                 handles.own_pack_change(self.repo.path, self.before, after)
@@ -164,21 +138,8 @@ class SavePack:
         self.entries = bytearray()
         if self.f is not None and not self.f.closed:
             self.f.close()
-        for p in (self.path, self.idx_path):
-            if p:
-                try:
-                    os.unlink(p)
-                except FileNotFoundError:
-                    pass
-        self.path = self.idx_path = None
-
-
-def _sum(f) -> bytes:
-    """SHA-1 of the file from its start, read in chunks (a pack may be large: no copy in memory)."""
-    h = hashlib.sha1()
-    for chunk in iter(lambda: f.read(1 << 20), b""):
-        h.update(chunk)
-    return h.digest()
+        discard(self.path)
+        self.path = None
 
 
 def _stamp(d: str) -> tuple | None:
@@ -264,8 +225,6 @@ def consolidate(repo: pygit2.Repository, max_small: int | None = None) -> int:
     _remove_stale(d)
     merged: list[str] = []
     fd, tmp_pack = tempfile.mkstemp(prefix="tmp-tc-", suffix=".pack", dir=d)
-    tmp: str | None = tmp_pack
-    tmp_idx: str | None = None
     try:
         with os.fdopen(fd, "w+b") as f:
             f.write(b"PACK" + struct.pack(">II", 2, 0))
@@ -289,30 +248,9 @@ def consolidate(repo: pygit2.Repository, max_small: int | None = None) -> int:
                     count += 1
             if len(merged) < 2:
                 return 0
-            f.seek(8)
-            f.write(struct.pack(">I", count))
-            f.flush()
-            f.seek(0)
-            pack_sum = _sum(f)
-            f.write(pack_sum)
-        name = os.path.join(d, "pack-" + pack_sum.hex())
-        fd2, tmp_idx = tempfile.mkstemp(prefix="tmp-tc-", suffix=".idx", dir=d)
-        with os.fdopen(fd2, "wb") as g:
-            g.write(_index_v2(entries, pack_sum))
-        for p in (tmp_pack, tmp_idx):
-            os.chmod(p, 0o444)
-        os.replace(tmp_pack, name + ".pack")
-        tmp = None
-        os.replace(tmp_idx, name + ".idx")
-        tmp_idx = None
-        new_stem = os.path.basename(name)
+            new_stem = os.path.basename(seal(f, tmp_pack, count, entries, sync=False))
     finally:
-        for left in (tmp, tmp_idx):
-            if left:
-                try:
-                    os.unlink(left)
-                except FileNotFoundError:
-                    pass
+        discard(tmp_pack)  # (gone once in place)
     # every object now also in the new pack: the old ones go, .idx first (git's order)
     for stem in merged:
         if stem == new_stem:  # the same objects in the same order: the same pack
