@@ -295,3 +295,27 @@ def test_late_notifications_mean_full_scan(watched, monkeypatch):
     (watched.ws / "src/m0/f8.py").write_text("x\n")
     tree, how = watched.save()
     assert how == "full" and tree == git_tree(watched.ws, watched.eng.store.path)
+
+
+def test_renames_across_the_workspace_edge_and_short_pairing(watched, tmp_path):
+    """watchdog waits only MOVE_PAIRING for a rename's second half (its 0.5 s stalled every event
+    behind a rename, the barrier included). Halves that never pair (a file moved out of the
+    workspace, one moved in) still reach the journal as a deletion and a creation."""
+    from watchdog import version
+
+    from tc_git import watch
+
+    if version.VERSION_MAJOR == 7:
+        from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
+
+        assert InotifyMoveEventGrouper.delay == watch.MOVE_PAIRING
+    ws = watched.ws
+    watched.save()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.rename(ws / "src/m0/f0.py", outside / "f0.py")  # IN_MOVED_FROM only
+    (outside / "new.py").write_text("came from outside\n")
+    os.rename(outside / "new.py", ws / "src/m1/new.py")  # IN_MOVED_TO only
+    os.rename(ws / "src/m2/f2.py", ws / "src/m3/f2.py")  # both halves
+    tree, how = watched.save()
+    assert how == "journal" and tree == git_tree(ws, watched.eng.store.path)
