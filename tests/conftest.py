@@ -323,6 +323,18 @@ def write(root, rel, data=b"", mode: int | None = None) -> Path:
     return p
 
 
+def saved_task(ws: Path, files: dict[str, bytes], name: str = "t", title: str = "one"):
+    """`files` ({path: bytes}) written into `ws`, a task `name` and its first save `title`: the engine."""
+    from tc_git.engine import Engine
+
+    for rel, data in files.items():
+        write(ws, rel, data)
+    e = Engine(ws)
+    e.init(name)
+    e.save(title)
+    return e
+
+
 @pytest.fixture
 def ws(tmp_path) -> Path:
     """An empty workspace directory."""

@@ -11,7 +11,7 @@ import os
 import subprocess
 
 import pygit2
-from conftest import fsck, git_tree, write
+from conftest import fsck, git_tree, saved_task, write
 
 OLD = 946684800  # 2000-01-01: a loose object touched by the restore gets a newer mtime
 
@@ -34,14 +34,8 @@ def _ids_in(idx_path) -> set[str]:
 
 def test_restore_does_not_rewrite_the_blobs_it_restored(tmp_path, monkeypatch):
     monkeypatch.setenv("TC_GIT", "off")
-    from tc_git.engine import Engine
-
     ws = tmp_path / "ws"
-    for i in range(60):
-        write(ws, f"src/p{i % 6}/f{i}.py", f"v = {i}\n".encode())
-    e = Engine(ws)
-    e.init("cost")
-    e.save("one")  # the first snapshot: a pack
+    e = saved_task(ws, {f"src/p{i % 6}/f{i}.py": f"v = {i}\n".encode() for i in range(60)}, "cost")  # a pack
     for i in range(0, 60, 3):
         write(ws, f"src/p{i % 6}/f{i}.py", f"edited = {i}\n".encode())
     e.save("two")  # 20 blobs and the trees on their paths: one small pack (savepack.py; loose with TC_SAVEPACK=off)
@@ -84,14 +78,9 @@ def test_a_file_rewritten_after_its_restore_is_snapshotted_as_it_is(tmp_path, mo
     but what is on disk, as stock git reads it."""
     monkeypatch.setenv("TC_GIT", "off")
     from tc_git import restore
-    from tc_git.engine import Engine
 
     ws = tmp_path / "ws"
-    for i in range(12):
-        write(ws, f"d{i % 3}/f{i}.txt", f"v1 {i}\n".encode())
-    e = Engine(ws)
-    e.init("race")
-    e.save("one")
+    e = saved_task(ws, {f"d{i % 3}/f{i}.txt": f"v1 {i}\n".encode() for i in range(12)}, "race")
     for i in range(0, 12, 2):
         write(ws, f"d{i % 3}/f{i}.txt", f"v2 {i}\n".encode())
     e.save("two")
@@ -118,14 +107,8 @@ def test_a_plan_entry_naming_a_tree_fails_that_path_only(tmp_path, monkeypatch):
     kind of object (a tampered tree) fails that path, with the reason; the rest is written."""
     monkeypatch.setenv("TC_GIT", "off")
     from tc_git import restore
-    from tc_git.engine import Engine
-
     ws = tmp_path / "ws"
-    write(ws, "a.txt", b"a\n")
-    write(ws, "d/b.txt", b"b\n")
-    e = Engine(ws)
-    e.init("kinds")
-    e.save("one")
+    e = saved_task(ws, {"a.txt": b"a\n", "d/b.txt": b"b\n"}, "kinds")
     repo = pygit2.Repository(str(e.store.path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
     repo.workdir = str(ws)
     tree = repo.revparse_single(e.restore(index=1)["target_commit"]).peel(pygit2.Commit).tree

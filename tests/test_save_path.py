@@ -20,7 +20,7 @@ import time
 
 import pygit2
 import pytest
-from conftest import fsck, git_tree, write
+from conftest import fsck, git_tree, saved_task, write
 from pygit2.enums import FileMode
 
 from tc_git import savepack, snapshot
@@ -109,14 +109,8 @@ def test_patch_tree_declines_kind_changes(tmp_path):
 @pytest.fixture
 def task(tmp_path, monkeypatch):
     monkeypatch.setenv("TC_GIT", "off")
-    from tc_git.engine import Engine
-
     ws = tmp_path / "ws"
-    for i in range(30):
-        write(ws, f"src/p{i % 3}/f{i}.py", f"v = {i}\n".encode())
-    e = Engine(ws)
-    e.init("save path")
-    e.save("first")
+    e = saved_task(ws, {f"src/p{i % 3}/f{i}.py": f"v = {i}\n".encode() for i in range(30)}, "save path", "first")
     return ws, e
 
 

@@ -16,7 +16,7 @@ import textwrap
 
 import pygit2
 import pytest
-from conftest import fsck, git_tree, write
+from conftest import fsck, git_tree, saved_task, write
 
 from tc_git import handles, savepack
 
@@ -34,14 +34,8 @@ def _packs(store) -> list[str]:
 def task(tmp_path, monkeypatch):
     monkeypatch.setenv("TC_GIT", "off")
     monkeypatch.delenv("TC_SAVEPACK", raising=False)
-    from tc_git.engine import Engine
-
     ws = tmp_path / "ws"
-    for i in range(200):
-        write(ws, f"src/p{i % 20}/f{i}.py", f"v = {i}\n".encode())
-    e = Engine(ws)
-    e.init("save pack")
-    e.save("first")
+    e = saved_task(ws, {f"src/p{i % 20}/f{i}.py": f"v = {i}\n".encode() for i in range(200)}, "save pack", "first")
     return ws, e
 
 
