@@ -25,7 +25,7 @@ from .capture import MAX_LIST, Workspace, skipped
 from .errors import BadInput, NotFound
 from .fsutil import atomic_write
 from .results import PlanView, RestoreCheck, RestoreResult
-from .snapshot import Snapshot, tree_deltas
+from .snapshot import Snapshot, TreeDelta, is_tree_mode, tree_deltas
 from .timeline import Entry, Timeline, left_out
 
 GITLINK = FileMode.COMMIT
@@ -108,16 +108,60 @@ def in_selection(path: str, sel) -> bool:
     return any(path == s or path.startswith(s + "/") for s in sel)
 
 
+def plan_deltas(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, snap: Snapshot | None = None):
+    """tree_deltas(pre, target, typechange=True), without reading the trees the snapshot `snap`
+    (whose tree is `pre`) has just built: when it patched its base tree with its edits record
+    for record (snapshot.Snapshot.base_entries), pre -> target is base -> target (the subtrees
+    where they differ: none when the workspace is restored to the tree it was last saved at)
+    with the edits laid over it. Otherwise, or for anything unusual, the plain walk."""
+    olds = snap.base_entries if snap is not None and snap.tree == pre.id else None
+    if olds is None or snap is None or snap.base is None or snap.edits is None:
+        return tree_deltas(repo, pre, target, typechange=True)
+    # path -> [pre side, target side], each (mode, id) or None
+    sides: dict[str, list] = {}
+    base = repo[snap.base].peel(pygit2.Tree)
+    for d in tree_deltas(repo, base, target, typechange=True):
+        sides[d.path] = [None if d.old_id is None else (d.old_mode, d.old_id),
+                         None if d.new_id is None else (d.new_mode, d.new_id)]
+    for rel, v in snap.edits.items():
+        now = None if v is None else (int(v[1]), v[0])
+        s = sides.get(rel)
+        if s is not None:
+            s[0] = now
+            continue
+        if rel not in olds:
+            return tree_deltas(repo, pre, target, typechange=True)
+        old = olds[rel]  # not in base -> target: the target holds what base held
+        if old is not None and is_tree_mode(old[0]):
+            return tree_deltas(repo, pre, target, typechange=True)
+        sides[rel] = [now, None if old is None else (int(old[0], 8), pygit2.Oid(raw=old[1]))]
+    out = []
+    for rel, (a, b) in sides.items():
+        if a == b:
+            continue
+        key = rel.encode("utf-8", "surrogateescape")
+        if a is None:
+            out.append((key, 1, TreeDelta(rel, "A", None, 0, b[1], b[0])))
+        elif b is None:
+            out.append((key, 0, TreeDelta(rel, "D", a[1], a[0], None, 0)))
+        else:
+            status = "M" if a[0] & 0o170000 == b[0] & 0o170000 else "T"
+            out.append((key, 1, TreeDelta(rel, status, a[1], a[0], b[1], b[0])))
+    out.sort(key=lambda x: (x[0], x[1]))
+    return [d for _k, _s, d in out]
+
+
 def make_plan(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, left_paths=(),
-              paths: list[str] | None = None) -> Plan:
+              paths: list[str] | None = None, snap: Snapshot | None = None) -> Plan:
     """The changes that bring the workspace (`pre`) to `target`; with `paths` (a `selection`),
-    only the changes at or under those paths."""
+    only the changes at or under those paths. `snap`: the snapshot whose tree `pre` is (its
+    edits spare reading the trees it built: plan_deltas)."""
     root = repo.workdir
     plan = Plan()
     left = set(left_paths)
     # TYPECHANGE: a file that became a link (or back) is one replacement, not a delete + add
     # only the subtrees that differ are walked (snapshot.tree_deltas: libgit2's diff walks all)
-    for d in tree_deltas(repo, pre, target, typechange=True):
+    for d in plan_deltas(repo, pre, target, snap):
         if GITLINK in (d.old_mode, d.new_mode):
             plan.nested += 1
             continue  # nested repositories are never touched
@@ -328,10 +372,10 @@ def fs_fence(store) -> int | None:
 
 
 def plan_for(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, left, sel, target_id: str,
-             store_path) -> Plan:
+             store_path, snap: Snapshot | None = None) -> Plan:
     """The screened plan from the snapshot `pre` to `target`; an unreadable tree is BadInput."""
     try:
-        return screen(make_plan(repo, pre, target, left, sel), repo.workdir)
+        return screen(make_plan(repo, pre, target, left, sel, snap), repo.workdir)
     except pygit2.GitError as e:  # a tree libgit2 cannot parse: a corrupt or tampered store
         raise BadInput(f"{target_id} cannot be restored: its tree is unreadable ({e}); nothing was written. "
                        f"`git --git-dir={store_path} fsck` names the broken object") from None
@@ -406,7 +450,7 @@ def preview(ws: Workspace, tl: Timeline, target: Entry, snap: Snapshot, sel: lis
     target_tree = repo[target.oid].peel(pygit2.Commit).tree
     if sel and not undo_of:  # an undo's paths are its restore's, even where that restore wrote nothing
         check_selection(sel, pre_tree, target_tree, target.id, left, ws.store.workspace)
-    plan = plan_for(repo, pre_tree, target_tree, left, sel, target.id, ws.store.path)
+    plan = plan_for(repo, pre_tree, target_tree, left, sel, target.id, ws.store.path, snap)
     out: RestoreResult = {"applied": False, "recovered": None, "target": target.id, "target_commit": str(target.oid),
            "plan": plan.as_dict(limit), "skipped_paths": skipped(snap), "paths": sel,
            "not_in_target": left_out(tl.record(target.oid), limit),

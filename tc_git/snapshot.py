@@ -61,6 +61,10 @@ class Snapshot:
     scan: str = "diff"  # how candidates were found: diff | walk | paths
     base: pygit2.Oid | None = None  # the tree `tree` was built from by patch_tree, with `edits`
     edits: dict | None = None  # path -> (blob id, mode) or None, as patch_tree applied them
+    # path of each edit -> the raw record (mode, raw id) `base` held there, or None: set only when
+    # patch_tree rebuilt `tree` from `base` keeping every other record byte for byte (no mode to
+    # canonicalise), so `tree` is exactly `base` with `edits` (restore.plan_deltas relies on it)
+    base_entries: dict | None = None
 
     def note(self, cap: int = 500) -> dict:
         """What the commit's note records about paths that are not file content."""
@@ -539,13 +543,16 @@ class _Run:
         if self.writer is not None:
             return self._finish_first(t0, scan, partial)
         tree = None
+        base_entries = None
         if base is not None and pack is None:
             known = getattr(_EXPECT, "known", None)
             if known is not None and known[0] == base and known[1] == self.edits:
                 tree = known[2]  # the caller's (restore.apply: its target's), see `expecting`
             else:
                 # None: a case it leaves to write_tree
-                tree = patch_tree(self.repo, base, self.edits, objects=self.objects)
+                olds: dict | None = {}
+                tree = patch_tree(self.repo, base, self.edits, objects=self.objects, olds=olds)
+                base_entries = olds
         if self.objects is not None:
             self.objects.finish()  # blobs and trees in place before the index entries name them
             later, self.later = self.later, {}
@@ -556,6 +563,8 @@ class _Run:
                     self._leave(rel, Left(rel, "special", f"cannot be stored: {e}", st.st_size, st.st_mtime))
                     tree = None  # the patched tree named it: the index's tree instead
         patched = tree is not None
+        if not patched or base_entries is None or base_entries.get(_INEXACT):
+            base_entries = None
         if tree is None:
             tree = self.idx.write_tree()
         if pack is not None:
@@ -574,7 +583,7 @@ class _Run:
         return Snapshot(tree, sorted(self.left.values(), key=lambda x: x.path), self.nested, self.changed,
                         time.perf_counter() - t0, partial=partial, unstable=sorted(self.unstable), scan=scan,
                         base=base if patched else None, edits=self.edits if patched else None,
-                        smudged=self.smudged)
+                        smudged=self.smudged, base_entries=base_entries)
 
     def _finish_first(self, t0: float, scan: str, partial: bool) -> Snapshot:
         """A first snapshot's index and tree: every entry names a blob of the writer's pack.
@@ -913,14 +922,17 @@ class _Conflict(Exception):
 
 
 def patch_tree(repo: pygit2.Repository, base: pygit2.Oid, edits: dict,
-               objects: savepack.SavePack | None = None) -> pygit2.Oid | None:
+               objects: savepack.SavePack | None = None, olds: dict | None = None) -> pygit2.Oid | None:
     """The tree of an index that held `base` and then had `edits` applied (path -> (blob id,
     mode) added or replaced, None removed), writing only the trees on the edited paths; empty
     directories vanish, as in write_tree(). None when an edit changes a path's kind (a file
     where a directory was, or under a former file: libgit2's index then drops entries of its
     own accord) or a name is not UTF-8: the caller writes the index's tree instead. With
     `objects` the new trees are serialised here and go into that pack (visible once it is
-    finished), byte for byte what libgit2's TreeBuilder writes."""
+    finished), byte for byte what libgit2's TreeBuilder writes. `olds` (a dict, filled with
+    objects only) receives each edited path's raw record in `base` (or None), and the key
+    `_INEXACT` when a record it kept had its mode canonicalised (the tree is then not exactly
+    `base` with `edits`)."""
     if not edits:
         return base
     root: dict = {}  # dir node: {"": {file name: edit}, dir name: node}
@@ -930,9 +942,11 @@ def patch_tree(repo: pygit2.Repository, base: pygit2.Oid, edits: dict,
         for d in dirs:
             node = node.setdefault(d, {})
         node.setdefault("", {})[name] = v
+    if olds is not None and objects is None:
+        olds[_INEXACT] = True  # (TreeBuilder's records are not seen here)
     if objects is not None:
         try:
-            raw = _patch_raw(repo, base.raw, root, objects)
+            raw = _patch_raw(repo, base.raw, root, objects, olds)
             return pygit2.Oid(raw=raw) if raw is not None else objects.add_tree(b"")
         except (_Conflict, pygit2.GitError, ValueError, TypeError, UnicodeError, KeyError):
             return None
@@ -967,7 +981,8 @@ def patch_tree(repo: pygit2.Repository, base: pygit2.Oid, edits: dict,
         return None
 
 
-def _patch_raw(repo: pygit2.Repository, base: bytes | None, root: dict, objects: savepack.SavePack) -> bytes | None:
+def _patch_raw(repo: pygit2.Repository, base: bytes | None, root: dict, objects: savepack.SavePack,
+               olds: dict | None = None) -> bytes | None:
     """patch_tree's walk on raw tree records (name -> (mode, raw id)); new trees into `objects`."""
     read = repo.odb.read
 
@@ -982,13 +997,15 @@ def _patch_raw(repo: pygit2.Repository, base: bytes | None, root: dict, objects:
             raise _Conflict(raw.hex())
         return out
 
-    def build(tree: bytes | None, node: dict) -> bytes | None:
+    def build(tree: bytes | None, node: dict, prefix: str) -> bytes | None:
         ents = entries(tree) if tree is not None else {}
         for name, v in node.get("", {}).items():
             key = name.encode("utf-8")
             old = ents.get(key)
             if old is not None and _is_tree_mode(old[0]) or name in node:
                 raise _Conflict(name)
+            if olds is not None:
+                olds[prefix + name] = old
             if v is not None:
                 ents[key] = (b"%o" % int(v[1]), v[0].raw)
             elif old is not None:
@@ -1000,7 +1017,7 @@ def _patch_raw(repo: pygit2.Repository, base: bytes | None, root: dict, objects:
             old = ents.get(key)
             if old is not None and not _is_tree_mode(old[0]):
                 raise _Conflict(name)
-            new = build(old[1] if old is not None else None, child)
+            new = build(old[1] if old is not None else None, child, prefix + name + "/")
             if new is not None:
                 ents[key] = (b"40000", new)
             elif old is not None:
@@ -1010,17 +1027,23 @@ def _patch_raw(repo: pygit2.Repository, base: bytes | None, root: dict, objects:
         # git's order: a tree's name sorts as if it ended in "/"; modes as libgit2 writes them
         recs = sorted([(n + b"/" if _is_tree_mode(m) else n, m if m in _CANON_MODES else _canon_mode(m), n, i)
                        for n, (m, i) in ents.items()])
+        if olds is not None and any(m not in _CANON_MODES for m, _i in ents.values()):
+            olds[_INEXACT] = True
         return objects.add_tree(b"".join([m + b" " + n + b"\0" + i for _k, m, n, i in recs])).raw
 
-    return build(base, root)
+    return build(base, root, "")
 
 
+_INEXACT = "\0inexact"  # (no path holds a NUL) patch_tree canonicalised a record it kept
 _TREE_RECORDS = re.compile(rb"(?:[0-7]+ [^\0]*\0.{20})*", re.S)  # a whole raw tree: records only
 _CANON_MODES = frozenset((b"100644", b"100755", b"120000", b"160000", b"40000"))
 
 
 def _is_tree_mode(mode: bytes) -> bool:
     return mode == b"40000" or mode[:1] != b"1" and int(mode, 8) == 0o40000
+
+
+is_tree_mode = _is_tree_mode  # (a raw record's mode names a tree)
 
 
 def _canon_mode(mode: bytes) -> bytes:
