@@ -76,8 +76,9 @@ class Workspace:
         return files_changed(self.repo, old_tree, new_tree, snap=snap)
 
     def drift(self, tl: Timeline, head: Entry, snap: snapshot_mod.Snapshot, title: str | None = None,
-              **extra: Any) -> tuple[pygit2.Oid, str, FilesChanged]:
-        """Append a drift commit for `snap`: (commit, drift id, its `changed` list)."""
+              packed: bool = False, **extra: Any) -> tuple[pygit2.Oid, str, FilesChanged]:
+        """Append a drift commit for `snap`: (commit, drift id, its `changed` list); `packed`:
+        the commit and its note as one small pack (Timeline.append)."""
         counters = dict(head.record.get("counters") or {"steps": 0, "drifts": 0})
         counters["drifts"] += 1
         drift_id = f"d{counters['drifts']:04d}"
@@ -85,7 +86,7 @@ class Workspace:
         n = changed["count"]
         rec = self.record(tl, head, counters=counters, drift=drift_id, files=snap.note(), changed=changed,
                           title=title or f"{n} file{'s' if n != 1 else ''} changed", **extra)
-        return tl.append("drift", snap.tree, rec), drift_id, changed
+        return tl.append("drift", snap.tree, rec, packed=packed), drift_id, changed
 
     def step(self, tl: Timeline, head: Entry, snap: snapshot_mod.Snapshot, fields: dict,
              trajectory: str | None = None) -> tuple[int, pygit2.Oid, bool]:

@@ -467,7 +467,9 @@ def apply(ws: Workspace, tl: Timeline, head: Entry, target: Entry, snap: Snapsho
     repo = ws.repo
     task = head.record.get("task", {})
     # 1. the workspace as it is, unsaved work included, becomes a restore point
-    pre_oid, undo_id, _ = ws.drift(tl, head, snap, title=f"before restore to {target.id}", restore_point=True)
+    # (both commits and their notes as one small pack each: Timeline.append's `packed`)
+    pre_oid, undo_id, _ = ws.drift(tl, head, snap, title=f"before restore to {target.id}", packed=True,
+                                   restore_point=True)
     with RestoreJournal(ws.store).applying(tl.task_id, target.id, undo_id, pre_oid):
         # 2. files, one atomic replace at a time
         failed = apply_plan(repo, plan)
@@ -500,6 +502,6 @@ def apply(ws: Workspace, tl: Timeline, head: Entry, target: Entry, snap: Snapsho
                         restore=restore_id, counters=counters,
                         undo=undo_id, failed=failed[:MAX_LIST], files=after.note(), changed=changed,
                         title=title(target.id, sel, undo_of), paths=sel, undo_of=undo_of, check=check)
-        oid = tl.append("restore", after.tree, rec)
+        oid = tl.append("restore", after.tree, rec, packed=True)
     return {"failed": failed, "after": after, "check": check, "undo_id": undo_id, "commit": str(oid),
             "restore_id": restore_id}
