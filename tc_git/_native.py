@@ -733,3 +733,42 @@ def malloc_trim_fn():
         return None
     fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
     return fn
+
+
+# ---------------------------------------------------------------------------- libc: renameat2
+# wsfs replaces a restored file by swapping names (RENAME_EXCHANGE): Python has no renameat2.
+_RENAMEAT2: list = []
+_UNSUPPORTED = {getattr(__import__("errno"), n) for n in ("ENOSYS", "EINVAL", "EOPNOTSUPP", "EPERM")}
+
+
+def _libc_renameat2():
+    if not _RENAMEAT2:
+        fn = None
+        if sys.platform.startswith("linux"):
+            try:
+                fn = ctypes.CDLL(None, use_errno=True).renameat2
+                fn.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+                fn.restype = ctypes.c_int
+            except (OSError, AttributeError):  # (glibc before 2.28, musl without it)
+                fn = None
+        _RENAMEAT2.append(fn)
+    return _RENAMEAT2[0]
+
+
+def has_renameat2() -> bool:
+    return enabled() and _libc_renameat2() is not None
+
+
+def renameat2(src_dir: int, src: str, dst_dir: int, dst: str, flags: int) -> bool:
+    """renameat2(2) relative to two directory descriptors: True when done; False where the call
+    or the flag is missing (the kernel, the file system, a seccomp filter) or TC_NATIVE=off: the
+    caller does without. Any other failure raises OSError, as os.rename does."""
+    fn = _libc_renameat2() if enabled() else None
+    if fn is None:
+        return False
+    if fn(src_dir, os.fsencode(src), dst_dir, os.fsencode(dst), flags) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in _UNSUPPORTED:
+        return False
+    raise OSError(err, os.strerror(err), dst)

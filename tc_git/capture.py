@@ -76,9 +76,10 @@ class Workspace:
         return files_changed(self.repo, old_tree, new_tree, snap=snap)
 
     def drift(self, tl: Timeline, head: Entry, snap: snapshot_mod.Snapshot, title: str | None = None,
-              packed: bool = False, **extra: Any) -> tuple[pygit2.Oid, str, FilesChanged]:
-        """Append a drift commit for `snap`: (commit, drift id, its `changed` list); `packed`:
-        the commit and its note as one small pack (Timeline.append)."""
+              **extra: Any) -> tuple[pygit2.Oid, str, FilesChanged]:
+        """Append a drift commit for `snap`: (commit, drift id, its `changed` list); `packed=True`
+        in `extra`: the commit and its note as one small pack (Timeline.append)."""
+        packed = bool(extra.pop("packed", False))
         counters = dict(head.record.get("counters") or {"steps": 0, "drifts": 0})
         counters["drifts"] += 1
         drift_id = f"d{counters['drifts']:04d}"
