@@ -10,15 +10,21 @@ objects writes them loose as before (a pack per one-file save would only make mo
 
 Crash safety, stock `git fsck` the judge: nothing names an object before `finish()` returns; a
 killed save leaves a `tmp-tc-*` file (removed after packwriter.STALE seconds) or a `.pack`
-without its `.idx` (invisible to git and libgit2, which find packs by their `.idx`; removed by
-the next consolidation once stale). No fsync, as for libgit2's loose objects.
+without its `.idx` (invisible to git and libgit2, which find packs by their `.idx`; settled by a
+later consolidation once stale: `_settle_orphan`). Durability: a save's pack is fsync'd only
+with TC_RESTORE_FSYNC=all (as the restore's files and journal; libgit2's loose objects never
+are), so a power loss may take the last saves but nothing older; a consolidation's pack always
+is (with the directory), before the packs it replaces are unlinked.
 
 Packs stay few: once more than MAX_SMALL packs below SMALL_BYTES hold only whole objects (what
-this module and packwriter write), `consolidate` copies their objects, compressed as they are
-(each entry's CRC checked against its `.idx`), into one new pack, puts it in place, and only then
-removes the old ones, `.idx` first (as git's repack does): at every moment each object is in a
-pack git can find. Readers that had an old pack open keep their mapping; libgit2 and git look
-in the next pack or rescan the directory when one vanished under them.
+this module and packwriter write), `consolidate` copies their objects, compressed as they are,
+into one new pack, puts it in place, and only then removes the old ones, `.idx` first (as git's
+repack does): at every moment each object is in a pack git can find. A pack is merged only when
+it holds exactly what its `.idx` says, each entry inflated and hashed to the id the index gives
+(CRCs, both checksums, no byte unaccounted for); anything else (deltas, damage, a planted pack
+whose index lies, a FIFO under a pack's name) is left as it is, so a bad copy never replaces a
+good one (`tests/test_pack_hostile.py`). Readers that had an old pack open keep their mapping;
+libgit2 and git look in the next pack or rescan the directory when one vanished under them.
 
 The store's kept handle reopens when `objects/pack` changes (store.py: a repack or an import by
 anyone): a pack this process added under the store lock is recorded (`handles.own_pack_change`)
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat as stat_mod
 import struct
 import tempfile
 import time
@@ -38,7 +45,8 @@ from typing import BinaryIO
 import pygit2
 
 from . import handles
-from .packwriter import _REC, STALE, _compress, _remove_stale, discard, object_header, seal
+from .packwriter import _REC, STALE, _compress, _index_v2, _remove_stale, discard, object_header, seal
+from .wsfs import fsync_setting
 
 BLOB, TREE = 3, 2
 LOOSE_MAX = 4  # a save of this many objects or fewer writes them loose
@@ -121,7 +129,9 @@ class SavePack:
                 self.small = []
                 return self.count
             assert self.path is not None
-            seal(self.f, self.path, self.count, self.entries, sync=False)
+            # synced as the restore's files and journal are (TC_RESTORE_FSYNC=all): by default not,
+            # as libgit2's loose objects are not; a power loss may then lose the save (not older ones)
+            seal(self.f, self.path, self.count, self.entries, sync=fsync_setting() == "all")
             self.path = None
             after = _stamp(self.dir)
             if self.before is not None and after is not None:
@@ -151,12 +161,48 @@ def _stamp(d: str) -> tuple | None:
 
 
 # --------------------------------------------------------------------------- consolidation
-def _read_idx(path: str) -> list[tuple[bytes, int, int]] | None:
-    """(raw id, crc32, offset) of a version-2 pack index, or None if it is not one we can read
-    (a large-offset pack is never small)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if len(data) < 8 + 1024 + 40 or data[:8] != b"\377tOc\0\0\0\2":
+# What consolidate merges must be exactly what it removes: a pack someone planted or damaged
+# (a bad CRC, a truncated file, an .idx that names ids its entries do not hash to, deltas) is
+# left as it is, never copied under ids it does not hold. Every entry is inflated and hashed.
+INFLATE_BUDGET = 256 << 20  # bytes a pack's objects may inflate to: above it, left alone
+_IN_CHUNK = 1 << 16
+_OUT_CHUNK = 1 << 20
+_RD_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _read_regular(path: str, limit: int) -> bytes | None:
+    """The bytes of a regular file of at most `limit` bytes; None otherwise (a link, a FIFO, a
+    directory planted under a pack's name: never followed, never waited on)."""
+    try:
+        fd = os.open(path, _RD_FLAGS)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        chunks, n = [], 0
+        while n <= limit:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            chunks.append(b)
+            n += len(b)
+        return b"".join(chunks) if n <= limit else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _read_idx(path: str) -> tuple[list[tuple[bytes, int, int]], bytes] | None:
+    """(raw id, crc32, offset) of a version-2 pack index, and the pack checksum it names; None
+    if it is not one we can read or its own checksum is wrong (a large-offset pack is never
+    small)."""
+    data = _read_regular(path, 8 + 1024 + 28 * SMALL_BYTES // 8 + 40)
+    if data is None or len(data) < 8 + 1024 + 40 or data[:8] != b"\377tOc\0\0\0\2":
+        return None
+    if hashlib.sha1(memoryview(data)[:-20]).digest() != data[-20:]:
         return None
     n = struct.unpack_from(">I", data, 8 + 255 * 4)[0]
     ids = 8 + 1024
@@ -170,29 +216,97 @@ def _read_idx(path: str) -> list[tuple[bytes, int, int]] | None:
         if off & 0x80000000:
             return None
         out.append((data[ids + 20 * i: ids + 20 * i + 20], struct.unpack_from(">I", data, crcs + 4 * i)[0], off))
-    return out
+    return out, data[-40:-20]
 
 
-def _whole_objects(pack_path: str, recs) -> list[tuple[bytes, int, bytes]] | None:
-    """Each object's raw entry (header + zlib stream) with its id and CRC, when every entry is
-    a whole object whose CRC matches the index; None otherwise (deltas, damage: left alone)."""
-    with open(pack_path, "rb") as f:
-        data = f.read()
-    if len(data) < 32 or data[:4] != b"PACK" or struct.unpack_from(">I", data, 8)[0] != len(recs):
+def _entry_header(buf, pos: int, end: int) -> tuple[int, int, int] | None:
+    """(type, inflated size, header length) of the pack entry at `pos`."""
+    if pos >= end:
+        return None
+    c = buf[pos]
+    kind, size, shift, i = (c >> 4) & 7, c & 15, 4, pos + 1
+    while c & 0x80:
+        if i >= end or shift > 56:
+            return None
+        c = buf[i]
+        size |= (c & 0x7F) << shift
+        shift += 7
+        i += 1
+    return kind, size, i - pos
+
+
+def _inflate(buf, pos: int, end: int, size: int, h) -> int | None:
+    """Inflate the zlib stream at buf[pos:end] into `h` (a hash), in bounded pieces; the offset
+    where the stream ends, or None if it is damaged, unfinished or not exactly `size` bytes."""
+    d = zlib.decompressobj()
+    n = 0
+    try:
+        while not d.eof:
+            if pos >= end:
+                return None
+            data = buf[pos:min(pos + _IN_CHUNK, end)]
+            pos += len(data)
+            while True:
+                out = d.decompress(data, _OUT_CHUNK)
+                n += len(out)
+                if n > size:
+                    return None
+                h.update(out)
+                data = d.unconsumed_tail
+                if d.eof or (not data and not out):
+                    break
+    except zlib.error:
+        return None
+    return pos - len(d.unused_data) if n == size else None
+
+
+def _whole_object(buf, off: int, end: int, budget: list[int]) -> tuple[bytes, int] | None:
+    """The id of the whole object whose entry starts at `off` (hashed from its inflated bytes),
+    and where its entry ends (`end`: the most it may take); None for a delta or damage."""
+    head = _entry_header(buf, off, end)
+    if head is None or not 1 <= head[0] <= 4:
+        return None
+    kind, size, hlen = head
+    budget[0] -= size
+    if budget[0] < 0:
+        return None
+    h = hashlib.sha1(b"%s %d\0" % (_KINDS[kind], size))
+    stop = _inflate(buf, off + hlen, end, size, h)
+    return None if stop is None else (h.digest(), stop)
+
+
+def _scan(data) -> tuple[list[tuple[bytes, int, int]], bytes] | None:
+    """Parse a pack (its whole bytes) without its index: (raw id, crc32, offset) of every entry
+    and the pack's checksum, when the checksum holds, the header counts exactly the entries up
+    to the trailer and every entry is a whole object (ids from the inflated bytes); else None."""
+    if len(data) < 32 or data[:4] != b"PACK" or struct.unpack_from(">I", data, 4)[0] not in (2, 3):
         return None
     if hashlib.sha1(memoryview(data)[:-20]).digest() != data[-20:]:
         return None
-    by_off = sorted(recs, key=lambda r: r[2])
-    out = []
-    for i, (raw, crc, off) in enumerate(by_off):
-        end = by_off[i + 1][2] if i + 1 < len(by_off) else len(data) - 20
-        if not 12 <= off < end <= len(data) - 20:
+    end, pos, recs, budget = len(data) - 20, 12, [], [INFLATE_BUDGET]
+    for _ in range(struct.unpack_from(">I", data, 8)[0]):
+        got = _whole_object(data, pos, end, budget)
+        if got is None:
             return None
-        entry = data[off:end]
-        if not 1 <= (entry[0] >> 4) & 7 <= 4 or zlib.crc32(entry) != crc:
-            return None
-        out.append((raw, crc, entry))
-    return out
+        raw, stop = got
+        recs.append((raw, zlib.crc32(data[pos:stop]), pos))
+        pos = stop
+    return (recs, data[-20:]) if pos == end else None
+
+
+def _whole_objects(pack_path: str, recs, pack_sum: bytes) -> list[tuple[bytes, int, bytes]] | None:
+    """Each object's raw entry (header + zlib stream) with its id and CRC, when the pack holds
+    exactly what its `.idx` says (`recs`, `pack_sum`: the same ids, CRCs and offsets, every one
+    a whole object whose inflated bytes hash to its id); None otherwise (deltas, damage, a
+    lying index: left alone)."""
+    data = _read_regular(pack_path, SMALL_BYTES)
+    if data is None:
+        return None
+    got = _scan(data)
+    if got is None or got[1] != pack_sum or sorted(got[0], key=lambda r: r[2]) != sorted(recs, key=lambda r: r[2]):
+        return None
+    ends = [r[2] for r in got[0][1:]] + [len(data) - 20]
+    return [(raw, crc, data[off:stop]) for (raw, crc, off), stop in zip(got[0], ends)]
 
 
 def consolidate(repo: pygit2.Repository, max_small: int | None = None) -> int:
@@ -211,7 +325,7 @@ def consolidate(repo: pygit2.Repository, max_small: int | None = None) -> int:
             continue
         stem = n[:-5]
         if stem + ".idx" not in names:
-            _drop_orphan(os.path.join(d, n))
+            _settle_orphan(repo, os.path.join(d, n))
             continue
         if any(stem + c in names for c in _COMPANIONS):
             continue
@@ -231,8 +345,8 @@ def consolidate(repo: pygit2.Repository, max_small: int | None = None) -> int:
             offset, count, seen, entries = 12, 0, set(), bytearray()
             for stem in sorted(small):
                 try:
-                    recs = _read_idx(os.path.join(d, stem + ".idx"))
-                    objs = _whole_objects(os.path.join(d, stem + ".pack"), recs) if recs is not None else None
+                    idx = _read_idx(os.path.join(d, stem + ".idx"))
+                    objs = _whole_objects(os.path.join(d, stem + ".pack"), *idx) if idx is not None else None
                 except OSError:
                     objs = None
                 if objs is None:
@@ -248,9 +362,12 @@ def consolidate(repo: pygit2.Repository, max_small: int | None = None) -> int:
                     count += 1
             if len(merged) < 2:
                 return 0
-            new_stem = os.path.basename(seal(f, tmp_pack, count, entries, sync=False))
+            # always synced: once the old packs are unlinked this is the only copy of objects
+            # that were on disk for good, and a power loss must not take them (git syncs packs too)
+            new_stem = os.path.basename(seal(f, tmp_pack, count, entries, sync=True))
     finally:
         discard(tmp_pack)  # (gone once in place)
+    _sync_dir(d)  # the new names on disk before the old ones go
     # every object now also in the new pack: the old ones go, .idx first (git's order)
     for stem in merged:
         if stem == new_stem:  # the same objects in the same order: the same pack
@@ -263,12 +380,55 @@ def consolidate(repo: pygit2.Repository, max_small: int | None = None) -> int:
     return len(merged)
 
 
-def _drop_orphan(path: str) -> None:
-    """A `.pack` without its `.idx`: a save killed between the two renames, or a consolidation
-    killed between the two unlinks. Invisible to git; removed once stale (a live writer renames
-    its `.idx` right after)."""
+def _sync_dir(d: str) -> None:
     try:
-        if time.time() - os.lstat(path).st_mtime > STALE:
-            os.unlink(path)
+        fd = os.open(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return  # (Windows: no directory handles; its renames are durable)
+    try:
+        os.fsync(fd)
     except OSError:
         pass
+    finally:
+        os.close(fd)
+
+
+_LEFT_ALONE: set[tuple] = set()  # orphans that could not be proven redundant, by identity: not parsed again
+
+
+def _settle_orphan(repo: pygit2.Repository, path: str) -> None:
+    """A `.pack` without its `.idx`: a save killed between the two renames, a consolidation
+    killed between the two unlinks, or someone else's. Invisible to git and libgit2 (they find
+    packs by their `.idx`), so nothing reads it. Once stale (neither written nor renamed for
+    STALE seconds, ctime included: not a live writer's) it is parsed: every entry a whole object
+    whose bytes hash to its id, it is removed when each of those objects is elsewhere in the
+    store, and otherwise gets its `.idx` back (the objects are visible again: nothing lost). One
+    that cannot be parsed so (deltas, damage, larger than SMALL_BYTES, a name that is not its
+    checksum) is left as it is (runbook: `git index-pack` it or remove it)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if key in _LEFT_ALONE or time.time() - max(st.st_mtime, st.st_ctime) <= STALE:
+        return
+    data = _read_regular(path, SMALL_BYTES)
+    got = _scan(data) if data is not None else None
+    if got is None or os.path.basename(path) != f"pack-{got[1].hex()}.pack":
+        _LEFT_ALONE.add(key)
+        return
+    recs, pack_sum = got
+    if all(repo.odb.exists(pygit2.Oid(raw=raw)) for raw, _c, _o in recs):
+        discard(path)
+        return
+    d = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix="tmp-tc-", suffix=".idx", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as g:
+            g.write(_index_v2(b"".join(_REC.pack(*r) for r in recs), pack_sum))
+            g.flush()
+            os.fsync(g.fileno())  # (rare: only after a crash)
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, path[:-5] + ".idx")
+    finally:
+        discard(tmp)
