@@ -40,6 +40,7 @@ FSYNC_ENV = "TC_RESTORE_FSYNC"
 FSYNC_MIN_BYTES = 1 << 20
 EXCHANGE_ENV = "TC_RESTORE_EXCHANGE"
 _RENAME_EXCHANGE = 2  # linux/fs.h
+_RENAME_NOREPLACE = 1
 
 
 class Unrestorable(Exception):
@@ -520,7 +521,7 @@ class Workspace:
             self._rmdir_empty(fd, name)
         # a unique sibling: a user file called `<name>.tmp` is never clobbered
         tmp = f".{name[:80]}.tc-{secrets.token_hex(6)}"
-        made = False
+        made = stale = False
         try:
             if mode == pathsafe.MODE_LINK:
                 self.ops.symlink(data, tmp, fd)
@@ -562,9 +563,15 @@ class Workspace:
                     raise Unrestorable(_APPEARED)
                 except FileNotFoundError:
                     pass
-            if not (self.exchange and mode != pathsafe.MODE_LINK and st is not None
-                    and not stat_mod.S_ISDIR(st.st_mode) and self._swap(tmp, name, fd, parent)):
-                self.ops.replace(tmp, name, fd)
+            ours = wst.st_ino if mode != pathsafe.MODE_LINK else self.ops.stat(tmp, fd).st_ino
+            try:
+                if not (self.exchange and mode != pathsafe.MODE_LINK and st is not None
+                        and not stat_mod.S_ISDIR(st.st_mode) and self._swap(tmp, name, fd, parent, ours)):
+                    self._rename(tmp, name, fd, parent, create, ours)
+            except Refused as e:
+                stale = e.errno == errno.ESTALE
+                made = made and not getattr(e, "keep", False)  # `tmp` is someone else's file then
+                raise
             made = False
             self._note(parent, name, True)
         finally:
@@ -573,9 +580,41 @@ class Workspace:
                     self.ops.unlink(tmp, fd)
                 except OSError:
                     pass
+            if stale:
+                self._forget(parent)  # (closes `fd`: after the temporary is gone)
 
 
-    def _swap(self, tmp: str, name: str, fd, parent: str) -> bool:
+    # The rename goes through the parent's descriptor: if another process renamed a directory on
+    # the way after the last check (_unmoved), the file would land in the moved directory, at a
+    # path the plan never named, over that process's newest work (in no restore point), and the
+    # restore would say applied (the churn failure of record: 'content it never had' under a
+    # moved directory). So the parent is checked again after the swap or the rename, before
+    # anything is removed, and a move takes the file back (tests/test_race_moved.py).
+    def _moved(self, parent: str) -> str | None:
+        if not parent or self._still_at(parent):
+            return None
+        return f"{parent}/ was moved or replaced while the restore wrote into it"
+
+    def _rename(self, tmp: str, name: str, fd, parent: str, create: bool, ours: int) -> None:
+        """The rename into place (a new file, a link, or no exchange). A creation never replaces
+        what appeared meanwhile (RENAME_NOREPLACE where there is one: Unrestorable) and is taken
+        back if the parent moved; a rename over a file can only report that. Raises Refused."""
+        from . import _native
+
+        try:
+            excl = create and self.ops.kind == "fd" and _native.renameat2(fd, tmp, fd, name, _RENAME_NOREPLACE)
+        except FileExistsError:
+            raise Unrestorable(_APPEARED) from None
+        if not excl:
+            self.ops.replace(tmp, name, fd)
+        where = self._moved(parent)
+        if where is None:
+            return
+        if excl and self.ops.stat(name, fd).st_ino == ours and _native.renameat2(fd, name, fd, tmp, _RENAME_NOREPLACE):
+            raise Refused(errno.ESTALE, f"{where}: not written there, left as it is")
+        raise Refused(errno.ESTALE, f"{where}: {name} went with it")
+
+    def _swap(self, tmp: str, name: str, fd, parent: str, ours: int | None = None) -> bool:
         """Put the verified temporary `tmp` in place of the file `name` by swapping the two names
         (RENAME_EXCHANGE: atomic, as a rename over it), then remove the old file now called
         `tmp`. A rename over a file makes ext4 start the new file's write-back at once
@@ -596,6 +635,14 @@ class Workspace:
         if stat_mod.S_ISDIR(old.st_mode):
             self.ops.exchange(tmp, name, fd)  # the directory back where it was, our file at `tmp`
             raise Refused(errno.EISDIR, "is now a directory: left as it is")
+        where = self._moved(parent)
+        if where is not None:  # swapped into a moved directory: back, before the old file goes
+            if self.ops.stat(name, fd).st_ino == ours:
+                self.ops.exchange(tmp, name, fd)  # theirs at `name` again, ours at `tmp`
+                raise Refused(errno.ESTALE, f"{where}: not written there, left as it is")
+            e = Refused(errno.ESTALE, f"{where}: {name} could not be taken back (its old file is {tmp})")
+            e.keep = True  # type: ignore[attr-defined]
+            raise e
         try:
             self.ops.unlink(tmp, fd)
         except FileNotFoundError:

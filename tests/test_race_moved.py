@@ -1,0 +1,121 @@
+"""The churn failure "content it never had" (a file-to-directory path inside a moved directory),
+forced at its exact point: another process renames a directory on the way to a restored file in
+the instant between wsfs's last check of the parent (`_unmoved`) and its swap or rename, then keeps
+working in the moved directory. Before: the rename went through the parent's descriptor into
+the moved directory, to a path the plan never named, over that process's newest work (in no
+restore point: lost), and the restore said `applied`. Now the file is placed so that it can be
+taken back (renameat2: the swap, or a rename that never replaces), the parent is
+checked after the rename, and a move means the write is taken back and that path alone is
+`failed` (a creation that meets a file there: `unrestorable`); the other process's file is as
+it left it. Without renameat2 (or renameatx_np) the move is at least reported.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+from conftest import fsck, write
+
+from tc_git import _native, wsfs
+from tc_git.engine import Engine
+
+
+def _engine(ws):
+    write(ws, "x/sub/f.txt", b"f at step 1\n")
+    write(ws, "x/new.txt", b"new at step 1\n")
+    write(ws, "keep.txt", b"keep at step 1\n")
+    eng = Engine(ws)
+    eng.init("moved")
+    eng.save("one")
+    write(ws, "x/sub/f.txt", b"f edited, unsaved\n")
+    os.unlink(ws / "x/new.txt")  # the restore creates it again
+    write(ws, "keep.txt", b"keep edited\n")
+    return eng
+
+
+def _interfere(monkeypatch, name: str, act) -> list:
+    """Run `act` right before the restore's rename of `name` into place (the swap or the rename:
+    after every check of the parent), once."""
+    hits: list = []
+    for meth in ("_swap", "_rename"):
+        real = getattr(wsfs.Workspace, meth)
+
+        def wrapped(self, tmp, dst, *a, _real=real, **k):
+            if dst == name and not hits:
+                act()
+                hits.append(dst)
+            return _real(self, tmp, dst, *a, **k)
+
+        monkeypatch.setattr(wsfs.Workspace, meth, wrapped)
+    return hits
+
+
+@pytest.mark.parametrize("layer", ["fd", "fd without renameat2", "paths"])
+@pytest.mark.parametrize("target", ["x/sub/f.txt", "x/new.txt"])
+@pytest.mark.parametrize("works", [True, False], ids=["then works there", "only moves"])
+def test_directory_moved_right_before_the_rename(tmp_path, monkeypatch, layer, target, works):
+    monkeypatch.setenv("TC_WSFS", "paths" if layer == "paths" else "fd")
+    if layer == "fd" and not _native.has_renameat2():
+        pytest.skip("no renameat2 here (or TC_NATIVE=off): the 'fd without renameat2' case runs")
+    if layer == "fd without renameat2":
+        monkeypatch.setattr(_native, "renameat2", lambda *a: False)
+    ws = tmp_path / "ws"
+    eng = _engine(ws)
+
+    def move_and_work():
+        os.rename(ws / "x", ws / "moved")  # the other process moves the directory
+        if works:
+            write(ws, "moved/" + target[2:], b"its newest work\n")  # and keeps working in it
+
+    hits = _interfere(monkeypatch, os.path.basename(target), move_and_work)
+    r = eng.restore(index=1, apply=True)
+    monkeypatch.undo()
+
+    assert hits, "the interference point was never reached: the test no longer tests the check"
+    assert r["applied"] is not bool(r["failed"]), r
+    assert (ws / "keep.txt").read_bytes() == b"keep at step 1\n"  # the rest applied
+    moved = ws / "moved" / target[2:]
+    got = moved.read_bytes() if moved.exists() else None
+    reasons = {f["path"]: f["reason"] for f in r["failed"] + r["plan"]["unrestorable"]}
+    assert target in reasons, r  # reported: failed, or (a creation meeting a file) unrestorable
+    if layer == "fd without renameat2":
+        # nothing atomic to take it back with: the file went with the directory, and says so
+        assert got == (b"f at step 1\n" if target.endswith("f.txt") else b"new at step 1\n")
+        assert "went with it" in reasons[target], reasons
+        return
+    # never written there: the other process's file, or what the directory held, or nothing
+    assert got == (b"its newest work\n" if works else b"f edited, unsaved\n" if target.endswith("f.txt") else None)
+    if layer == "fd":  # taken back: no temporary left in the moved directory
+        assert sorted(p.name for p in (ws / "moved").rglob(".*.tc-*")) == []
+        assert works or "not written there" in reasons[target], reasons
+    # the next save records the disk as it is
+    repo = eng.repo
+    s = eng.save("after")
+    tree = repo[s["commit"]].tree
+    if got is None:
+        assert "moved/" + target[2:] not in tree
+    else:
+        assert repo[tree["moved/" + target[2:]].id].data == got
+    fsck(ws / ".checkpoints")
+
+
+def test_a_directory_that_appears_where_the_file_goes_is_put_back(tmp_path, monkeypatch):
+    """The swap with whatever is at the name: a directory that appeared there after the checks
+    is swapped back, not left under the temporary name (and the path is `failed`)."""
+    monkeypatch.setenv("TC_WSFS", "fd")
+    if not _native.has_renameat2():
+        pytest.skip("no renameat2 here (or TC_NATIVE=off)")
+    ws = tmp_path / "ws"
+    eng = _engine(ws)
+
+    def make_dir():
+        os.unlink(ws / "x/sub/f.txt")
+        write(ws, "x/sub/f.txt/inside.txt", b"a build made this\n")
+
+    hits = _interfere(monkeypatch, "f.txt", make_dir)
+    r = eng.restore(index=1, apply=True)
+    monkeypatch.undo()
+    assert hits and [f["path"] for f in r["failed"]] == ["x/sub/f.txt"], r
+    assert (ws / "x/sub/f.txt/inside.txt").read_bytes() == b"a build made this\n"
+    assert sorted(p.name for p in (ws / "x/sub").iterdir()) == ["f.txt"]  # no temporary left
+    fsck(ws / ".checkpoints")
