@@ -86,6 +86,7 @@ def test_plan_deltas_equal_tree_deltas(tmp_path):
         tree, olds = _pre(repo, base, edits)
         if tree is None:
             continue
+        assert tree == patch_tree(repo, base, edits)  # the hand-serialised trees are TreeBuilder's
         snap = Snapshot(tree, base=base, edits=edits, base_entries=olds)
         for target in (base, patch_tree(repo, base, _edits(repo, rng, base)) or base, _tree(repo, rng)):
             pre_t, target_t = repo[tree].peel(pygit2.Tree), repo[target].peel(pygit2.Tree)
