@@ -161,7 +161,12 @@ def make_plan(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, le
     left = set(left_paths)
     # TYPECHANGE: a file that became a link (or back) is one replacement, not a delete + add
     # only the subtrees that differ are walked (snapshot.tree_deltas: libgit2's diff walks all)
-    for d in plan_deltas(repo, pre, target, snap):
+    deltas = plan_deltas(repo, pre, target, snap)
+    # An added path that `pre` holds is a directory there (file <-> directory swap), whose
+    # files are all deletions in the same list: not `d.path in pre`, as pygit2 (1.21) keeps a
+    # reference to every name a Tree is asked for (an import's 50k names, for the server's life)
+    swapped = snapshot_mod.dirs_of(d.path for d in deltas if d.new_id is None)
+    for d in deltas:
         if GITLINK in (d.old_mode, d.new_mode):
             plan.nested += 1
             continue  # nested repositories are never touched
@@ -170,7 +175,7 @@ def make_plan(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, le
         if d.new_id is None:  # D: the target has no such path
             plan.to_delete.append(d.path)
         elif d.status == "A":
-            if d.path in pre:
+            if d.path in swapped:
                 # on disk as a captured directory (file <-> directory swap): the plan deletes
                 # its files first, then writes this one
                 plan.to_replace.append((d.path, d.new_id, d.new_mode))
@@ -388,11 +393,12 @@ def plan_for(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, lef
                        f"`git --git-dir={store_path} fsck` names the broken object") from None
 
 
-def check_selection(sel: list[str], pre, target_tree, target_id: str, left, root) -> None:
+def check_selection(repo: pygit2.Repository, sel: list[str], pre, target_tree, target_id: str, left,
+                    root) -> None:
     """A selected path must name something in the target or in the workspace's snapshot."""
     def has(tree, p):
         try:
-            return p in tree
+            return snapshot_mod.tree_has(repo, tree, p)
         except (UnicodeError, ValueError):
             return False
 
@@ -456,7 +462,7 @@ def preview(ws: Workspace, tl: Timeline, target: Entry, snap: Snapshot, sel: lis
     pre_tree = repo[snap.tree].peel(pygit2.Tree)
     target_tree = repo[target.oid].peel(pygit2.Commit).tree
     if sel and not undo_of:  # an undo's paths are its restore's, even where that restore wrote nothing
-        check_selection(sel, pre_tree, target_tree, target.id, left, ws.store.workspace)
+        check_selection(repo, sel, pre_tree, target_tree, target.id, left, ws.store.workspace)
     plan = plan_for(repo, pre_tree, target_tree, left, sel, target.id, ws.store.path, snap)
     out: RestoreResult = {"applied": False, "recovered": None, "target": target.id, "target_commit": str(target.oid),
            "plan": plan.as_dict(limit), "skipped_paths": skipped(snap), "paths": sel,

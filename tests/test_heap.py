@@ -267,3 +267,69 @@ async def test_heavy_calls_drop_other_workspaces_handles(tmp_path):
         assert b in kept()
         await call("tc_export", b, to=str(tmp_path))
         assert b in kept() and a not in kept()
+
+
+def test_tree_has_answers_as_pygit2_without_keeping_the_name(tmp_path):
+    """`snapshot.tree_has` (raw trees) answers what `path in tree` answers; pygit2 1.21's own
+    lookups keep a reference to every name asked for (an import's restore asked for 50k)."""
+    from conftest import saved_task
+
+    from tc_git import snapshot
+
+    e = saved_task(tmp_path, {"a/b/c.txt": b"1", "a/d.txt": b"2", "top": b"3", "l/x": b"4"})
+    repo = e.repo
+    tree = repo[e.head_commit()].peel(pygit2.Tree)
+    asked = ["a", "a/b", "a/b/c.txt", "a/d.txt", "top", "l", "l/x", "nope", "a/nope", "top/below",
+             "a/d.txt/x", "a/b/c.txt/y", "A", "a/B", "x/y/z"]
+    for p in asked:
+        assert snapshot.tree_has(repo, tree, p) == (p in tree), p
+    names = ["".join([p, ""]) for p in asked]  # fresh objects, held only by this list
+    before = [sys.getrefcount(p) for p in names]
+    for name in names:
+        snapshot.tree_has(repo, tree, name)
+    del name
+    assert [sys.getrefcount(p) for p in names] == before
+
+
+def test_a_restore_keeps_no_reference_to_the_names_it_planned(tmp_path, monkeypatch):
+    """An import into an empty workspace plans (preview, then apply) every file of the task:
+    once the call is over no name of those plans may still be referenced (each one held its
+    string and pinned the allocator's pages: +16 MiB anonymous left by a 50k-file import in the
+    MCP server, for its whole life)."""
+    from conftest import saved_task
+
+    from tc_git import restore
+    from tc_git.engine import Engine
+
+    monkeypatch.setenv("TC_GIT", "off")
+    src, dst, out = tmp_path / "src", tmp_path / "dst", tmp_path / "out"
+    for p in (dst, out):
+        p.mkdir()
+    e = saved_task(src, {f"d{i % 7}/s{i % 3}/f{i}.txt": f"{i}\n".encode() for i in range(120)})
+    path = e.export(str(out))["path"]
+    seen: list[str] = []
+    real = restore.tree_deltas
+
+    def spy(*a, **k):
+        deltas = real(*a, **k)
+        seen.extend(d.path for d in deltas)
+        return deltas
+
+    monkeypatch.setattr(restore, "tree_deltas", spy)
+    r = Engine(dst).import_(path, apply=None)
+    assert r["restore"]["auto"] == "applied" and r["restore"]["applied"], r["restore"]
+    del r
+    # a file <-> directory swap (the plan's other use of "is it in the snapshot")
+    (dst / "d1").rename(tmp_path / "gone")
+    (dst / "d1").write_text("a file where a directory was\n")
+    Engine(dst).save("swapped")
+    back = Engine(dst).restore(index=1, apply=True)
+    assert back["applied"] and (dst / "d1" / "s1" / "f1.txt").read_text() == "1\n"
+    assert back["plan"]["counts"]["to_replace"] == 0 and "d1" in back["plan"]["to_delete"], back["plan"]
+    del back
+    gc.collect()
+    assert len(seen) >= 2 * 120
+    control = "".join(["d0/", "s0"])
+    seen.append(control)  # held by the list alone: the count every planned name must have
+    held = {p for p in seen if sys.getrefcount(p) > sys.getrefcount(control)}
+    assert not held, f"{len(held)} planned names still referenced, e.g. {sorted(held)[:3]}"
