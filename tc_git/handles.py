@@ -156,6 +156,15 @@ def own_pack_change(store, before: tuple, after: tuple) -> None:
             chain.pop(next(iter(chain)))
 
 
+def pack_stamp(store) -> tuple | None:
+    """`objects/pack`'s stamp (inode, mtime): what a handle opened then knows of the packs."""
+    try:
+        st = os.stat(os.path.join(os.fspath(store), "objects", "pack"))
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns)
+
+
 def same_packs(store, old, new) -> bool:
     """Whether a handle that saw `objects/pack` at stamp `old` may stay open at stamp `new`: the
     same stamp, or only packs this process added in between."""

@@ -138,17 +138,26 @@ def _take_any(repo: pygit2.Repository, policy: Policy, progress, paths, force_wr
     idx.read(False)
     if len(idx) == 0 and packwriter.available():
         # first snapshot: zlib'd blobs into one pack file, no delta search, bounded memory
+        before = handles.pack_stamp(repo.path)  # (its temporary file changes the directory too)
         writer = packwriter.PackWriter(repo)
         try:
             fence = getattr(_FENCE, "ns", None)
             if fence is not None:  # (a restore's after-snapshot took its own)
-                return _take(repo, policy, progress, None, writer=writer)
-            # A fresh workspace's files were mostly written just now: against the clock's racy
-            # window (RACY_NS) every one was smudged and read again by every later full diff (a
-            # journal save never refreshes them: resume with the journal cost 644 ms at 10k
-            # files instead of 34). Against a fence only the files changed since it began are.
-            with fenced(fsutil.fs_fence(os.path.join(repo.path, "tc"), repo.workdir, "snapshot-fence")):
-                return _take(repo, policy, progress, None, writer=writer)
+                snap = _take(repo, policy, progress, None, writer=writer)
+            else:
+                # A fresh workspace's files were mostly written just now: against the clock's racy
+                # window (RACY_NS) every one was smudged and read again by every later full diff (a
+                # journal save never refreshes them: resume with the journal cost 644 ms at 10k
+                # files instead of 34). Against a fence only the files changed since it began are.
+                with fenced(fsutil.fs_fence(os.path.join(repo.path, "tc"), repo.workdir, "snapshot-fence")):
+                    snap = _take(repo, policy, progress, None, writer=writer)
+            after = handles.pack_stamp(repo.path)
+            if writer.finished and before is not None and after is not None:
+                # a pack added, none removed: the store's handle stays open for the next call
+                # (it reopened and parsed the new index again after every first snapshot: the
+                # first save, an import's restore into an empty workspace)
+                handles.own_pack_change(repo.path, before, after)
+            return snap
         finally:
             writer.close()
     if len(idx) == 0 and mempack.available() and _fits_in_memory(repo.workdir):

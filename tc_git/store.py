@@ -200,10 +200,13 @@ class Store:
             self._repo.free()
         self._repo = None
         handles.forget_idle(self.path)
+        stamp = self._pack_dir_stamp()  # (first: a pack added meanwhile only reopens once more)
         repo = pygit2.Repository(str(self.path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH) \
             if is_ours(self.path) else self.repo  # (self.repo refuses a foreign directory)
         repo.workdir = str(self.workspace)
-        self._repo = repo
+        # the new handle sees the packs as they are now: without the stamp the next call
+        # (the first save after a repack or an import) reopened it and parsed the index again
+        self._repo, self._pack_stamp = repo, stamp
         return repo
 
     def release(self) -> None:
@@ -219,11 +222,7 @@ class Store:
             handles.checkin(self.path, self.workspace, repo, self._pack_stamp)
 
     def _pack_dir_stamp(self) -> tuple | None:
-        try:
-            st = os.stat(self.path / "objects" / "pack")
-        except OSError:
-            return None
-        return (st.st_ino, st.st_mtime_ns)
+        return handles.pack_stamp(self.path)
 
     def _refresh_handle(self) -> None:
         """Keep the open handle across locked calls (issue 14: reopening re-read the 5 MB index of

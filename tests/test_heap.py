@@ -333,3 +333,55 @@ def test_a_restore_keeps_no_reference_to_the_names_it_planned(tmp_path, monkeypa
     seen.append(control)  # held by the list alone: the count every planned name must have
     held = {p for p in seen if sys.getrefcount(p) > sys.getrefcount(control)}
     assert not held, f"{len(held)} planned names still referenced, e.g. {sorted(held)[:3]}"
+
+
+def test_the_handle_a_repack_or_an_import_opened_is_kept_by_the_next_call(tmp_path, monkeypatch):
+    """A repack (compress) and an import replace the store's packs and reopen its handle
+    (Store.reopen); that handle knows the packs as they are after it, so the next call (the
+    first save after them) takes it as it is instead of reopening and parsing the index again."""
+    from conftest import saved_task, write
+
+    from tc_git import handles
+    from tc_git.engine import Engine
+
+    monkeypatch.setenv("TC_GIT", "off")
+    src, dst, out = tmp_path / "src", tmp_path / "dst", tmp_path / "out"
+    for p in (dst, out):
+        p.mkdir()
+    e = saved_task(src, {f"d{i % 4}/f{i}.txt": f"{i}\n".encode() for i in range(40)})
+    write(src, "d0/f0.txt", b"changed\n")
+    e.save("two")
+
+    def kept(ws):
+        return handles._idle.get((handles.key(Engine(ws).store_path), handles.key(ws)), (None,))[0]
+
+    def reopens(ws, call) -> int:
+        from tc_git import store as store_mod
+
+        n = [0]
+        real = store_mod.Store.reopen
+
+        def counting(self):
+            n[0] += 1
+            return real(self)
+
+        monkeypatch.setattr(store_mod.Store, "reopen", counting)
+        try:
+            call(Engine(ws))
+        finally:
+            monkeypatch.setattr(store_mod.Store, "reopen", real)
+        return n[0]
+
+    assert reopens(src, lambda eng: eng.compress(minimum=0, maximum=1, keep_seconds=0)) >= 1  # the repack's own
+    after_repack = kept(src)
+    assert after_repack is not None
+    write(src, "d1/f1.txt", b"changed too\n")
+    assert reopens(src, lambda eng: eng.save("three")) == 0
+    assert kept(src) is after_repack, "the first save after a repack opened the store again"
+
+    path = Engine(src).export(str(out))["path"]
+    assert reopens(dst, lambda eng: eng.import_(path, apply=True)) >= 1  # the import's own
+    after_import = kept(dst)
+    write(dst, "d2/f2.txt", b"edited after the import\n")
+    assert reopens(dst, lambda eng: eng.save("edited")) == 0
+    assert kept(dst) is after_import, "the first save after an import opened the store again"
