@@ -43,6 +43,12 @@ _RENAME_EXCHANGE = 2  # linux/fs.h
 _RENAME_NOREPLACE = 1
 
 
+def _renameat2(fd, src: str, dst: str, flags: int) -> bool:
+    from . import _native  # (libc's renameat2: the one module below the standard library)
+
+    return _native.renameat2(fd, src, fd, dst, flags)
+
+
 class Unrestorable(Exception):
     """The path must be left as it is (nested repository, store, refused name): kept, reported."""
 
@@ -433,7 +439,26 @@ class Workspace:
         if stat_mod.S_ISDIR(st.st_mode):
             raise Refused(errno.EISDIR, "is now a directory: left as it is")
         self._unmoved(parent)
-        self.ops.unlink(name, fd)
+        # as for a write (_moved): renamed aside first, so that a file in a directory another
+        # process moved meanwhile (its newest work, perhaps) is put back, not deleted there
+        gone = f".{name[:80]}.tc-{secrets.token_hex(6)}"
+        self.ops.replace(name, gone, fd)
+        moved = self._moved(parent)
+        why = moved
+        if moved is None:
+            try:
+                self.ops.unlink(gone, fd)
+            except IsADirectoryError:  # (a directory took the name between the lstat and the rename)
+                why = "became a directory while the restore deleted it"
+        if why is not None:
+            try:  # back under its name (never over one that appeared meanwhile, where it can)
+                if not (self.ops.kind == "fd" and _renameat2(fd, gone, name, _RENAME_NOREPLACE)):
+                    self.ops.replace(gone, name, fd)
+            except OSError:
+                why += f" (kept as {gone})"
+            if moved is not None:
+                self._forget(parent)
+            raise Refused(errno.ESTALE, f"{why}: not deleted, left as it is")
         self._note(parent, name, False)
         return True
 
@@ -591,6 +616,8 @@ class Workspace:
     # moved directory). So the parent is checked again after the swap or the rename, before
     # anything is removed, and a move takes the file back (tests/test_race_moved.py).
     def _moved(self, parent: str) -> str | None:
+        """Why the file just placed or moved aside under `parent` must not stay (another process
+        moved `parent` after the last check), or None."""
         if not parent or self._still_at(parent):
             return None
         return f"{parent}/ was moved or replaced while the restore wrote into it"

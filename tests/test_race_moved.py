@@ -119,3 +119,33 @@ def test_a_directory_that_appears_where_the_file_goes_is_put_back(tmp_path, monk
     assert (ws / "x/sub/f.txt/inside.txt").read_bytes() == b"a build made this\n"
     assert sorted(p.name for p in (ws / "x/sub").iterdir()) == ["f.txt"]  # no temporary left
     fsck(ws / ".checkpoints")
+
+
+@pytest.mark.parametrize("layer", ["fd", "paths"])
+@pytest.mark.parametrize("works", [True, False], ids=["then works there", "only moves"])
+def test_directory_moved_right_before_a_delete(tmp_path, monkeypatch, layer, works):
+    """The same instant for a deletion: the file the plan deletes is moved aside first and put
+    back if its directory moved meanwhile, so nothing in the moved directory is deleted."""
+    monkeypatch.setenv("TC_WSFS", layer)
+    ws = tmp_path / "ws"
+    eng = _engine(ws)
+    write(ws, "x/gone.txt", b"made after step 1\n")  # the restore to step 1 deletes it
+    real = wsfs.Workspace._unmoved
+    hits = []
+
+    def unmoved(self, rel_dir):
+        real(self, rel_dir)  # the last check passes; then the other process acts
+        if rel_dir == "x" and not hits:
+            os.rename(ws / "x", ws / "moved")
+            if works:
+                write(ws, "moved/gone.txt", b"its newest work\n")
+            hits.append(rel_dir)
+
+    monkeypatch.setattr(wsfs.Workspace, "_unmoved", unmoved)
+    r = eng.restore(index=1, apply=True)
+    monkeypatch.undo()
+    assert hits, "the interference point was never reached"
+    assert "x/gone.txt" in [f["path"] for f in r["failed"]] and not r["applied"], r
+    assert (ws / "moved/gone.txt").read_bytes() == (b"its newest work\n" if works else b"made after step 1\n")
+    assert sorted(p.name for p in (ws / "moved").rglob(".*.tc-*")) == []
+    fsck(ws / ".checkpoints")
