@@ -219,6 +219,7 @@ class _Run:
         self.left: dict[str, Left] = {}
         self.nested: dict[str, str | None] = {}
         self.unstable: list[str] = []
+        self.real_dirs: dict[str, bool] = {}  # parent path -> a real directory (no link) all the way
         self.changed = 0
         self.done = 0
         self.writer = None  # packwriter.PackWriter during a first snapshot
@@ -437,6 +438,11 @@ class _Run:
                 if e.errno in _GONE:
                     return self._drop(rel)
                 return self._leave(rel, Left(rel, "unreadable", f"stat failed: {e.strerror}"))
+            if self.writer is None and "/" in rel and not self._real_parent(rel.rpartition("/")[0]):
+                # under a directory that became a link: the path is not in the workspace any more
+                # (lstat follows links before the last name: it would read the link's target, even
+                # outside the workspace, and keep it under this name)
+                return self._drop(rel)
             if stat_mod.S_ISDIR(st.st_mode):
                 # turned into a directory (or was one the walk named): its entry goes, its files
                 # are candidates of their own
@@ -465,6 +471,21 @@ class _Run:
             return self._store(rel, st, data)
         # never held still: the previous version (if any) stays, and the save says so
         self.unstable.append(rel)
+
+    def _real_parent(self, d: str) -> bool:
+        """Is `d` a directory of the workspace itself, no link on the way (lstat each name once
+        per snapshot)? A first snapshot's candidates need no check: libgit2's walk never
+        enters a link."""
+        ok = self.real_dirs.get(d)
+        if ok is None:
+            parent, _, _name = d.rpartition("/")
+            try:
+                ok = (not parent or self._real_parent(parent)) and \
+                    stat_mod.S_ISDIR(os.lstat(os.path.join(self.root, d)).st_mode)
+            except OSError:
+                ok = False
+            self.real_dirs[d] = ok
+        return ok
 
     def policy_path(self, rel: str, st) -> Left | None:
         return self.policy.classify_path(self.root, rel, st)  # links: None (stored as links)
