@@ -210,11 +210,26 @@ async def test_saves_captures_and_watcher_under_churn(tmp_path, anyio_backend):
     fsck(eng.store.path)
 
 
-def test_restores_under_churn(tmp_path):
+@pytest.mark.parametrize("window", ["as is", "widened"])
+def test_restores_under_churn(tmp_path, monkeypatch, window):
     """Restores while the writer runs: each applies or reports what it could not do, its restore
-    point holds everything it overwrote or deleted, and undo brings the restore point back."""
+    point holds everything it overwrote or deleted, and undo brings the restore point back.
+    `widened`: 3 ms between wsfs's last check of a file's directory and its rename, so that the
+    writer's directory moves land there (a restore used to write into the moved directory: the
+    failure 'content it never had' under churn/dN/mNNNN; with this window 2 runs in 6 failed so
+    on the old code, tests/test_race_moved.py forces it exactly)."""
+    from tc_git import wsfs
     from tc_git.engine import Engine
 
+    if window == "widened":
+        for name in ("_swap", "_rename"):
+            real = getattr(wsfs.Workspace, name)
+
+            def slow(*a, _real=real, **k):
+                time.sleep(0.003)
+                return _real(*a, **k)
+
+            monkeypatch.setattr(wsfs.Workspace, name, slow)
     ws = _workspace(tmp_path)
     eng = Engine(ws)
     eng.init("churn restores")
