@@ -224,7 +224,8 @@ def _split(rel: str) -> tuple[str, str]:
 class Workspace:
     """One workspace root, opened once; use as a context manager."""
 
-    def __init__(self, root, protect=(), rules: str | None = None, fsync: bool | str | None = None):
+    def __init__(self, root, protect=(), rules: str | None = None, fsync: bool | str | None = None,
+                 exchange: bool | None = None):
         self.root = os.fspath(root)
         self.ops = _ops()
         self.root_fd = self.ops.root(self.root)
@@ -245,7 +246,7 @@ class Workspace:
         # so by default only large files are synced, where a late write-back error (delayed
         # allocation, quotas) is likeliest and the cost is small beside the write itself; small
         # files rely on write()/close() errors. TC_RESTORE_FSYNC=all|off changes that.
-        self.exchange = exchange_setting()
+        self.exchange = exchange_setting() and exchange is not False  # (False: the caller's choice, see _swap)
         if fsync is None:
             self.fsync = fsync_setting()
         elif isinstance(fsync, bool):
