@@ -213,8 +213,9 @@ def main() -> int:
         "lookup and no version-manager shim, which alone adds ~150 ms under pyenv).",
         "- The interpreter floor dominates the no-store cases: most of it is `site` running the environment's "
         ".pth files (here the editable-install finder and a .pth that imports certifi), not tc-git.",
-        "- With an active task, SessionStart and PostToolUse load the engine: pygit2's import alone is ~120 ms "
-        "(its enums and settings, which imports ssl); the handoff itself takes ~5 ms once loaded.",
+        "- With an active task, SessionStart prints the handoff text the last save left in the store "
+        "(`tc_git/handoff_cache.py`): no pygit2, no workspace scan. PostToolUse records a drift and so loads "
+        "the engine: pygit2's import alone is ~120 ms (its enums and settings, which imports ssl).",
     ]
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
