@@ -418,3 +418,20 @@ def npm_cli(env_var: str, cache: str, package: str, binary: str, why: str) -> Pa
             pytest.skip(f"the npm registry is unreachable: cannot install {package}, {why}:\n{out[-600:]}")
         pytest.fail(f"npm install {package} failed (rc={r.returncode}):\n{out}")
     return path
+
+
+def random_tree(repo, rng, modes, names=("a", "a-b", "a.txt", "b", "x", "é", "z"), least=0, sub_p=0.35, depth=0):
+    """A random tree of 1-byte blobs with git's tricky name orderings ('a' < 'a-b' < 'a.txt', a
+    directory 'a' sorting as 'a/'), at most 3 levels deep; empty subtrees are left out."""
+    from pygit2.enums import FileMode
+
+    tb = repo.TreeBuilder()
+    for name in rng.sample(list(names), rng.randint(least, 5)):
+        if rng.random() < sub_p and depth < 3:
+            sub = random_tree(repo, rng, modes, names, least, sub_p, depth + 1)
+            if len(repo[sub]):
+                tb.insert(name, sub, FileMode.TREE)
+        else:
+            tb.insert(name, repo.create_blob(rng.choice([b"1", b"2", b"3"])), rng.choice(modes))
+    return tb.write()
+

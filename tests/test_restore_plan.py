@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 import pygit2
+from conftest import random_tree
 from pygit2.enums import FileMode
 
 from tc_git import savepack
@@ -20,16 +21,8 @@ NAMES = ["a", "a-b", "a.txt", "b", "x", "é", "z"]
 MODES = [FileMode.BLOB, FileMode.BLOB, FileMode.BLOB_EXECUTABLE, FileMode.LINK]
 
 
-def _tree(repo, rng, depth=0):
-    tb = repo.TreeBuilder()
-    for name in rng.sample(NAMES, rng.randint(1, 5)):
-        if rng.random() < 0.4 and depth < 3:
-            sub = _tree(repo, rng, depth + 1)
-            if len(repo[sub]):
-                tb.insert(name, sub, FileMode.TREE)
-        else:
-            tb.insert(name, repo.create_blob(rng.choice([b"1", b"2", b"3"])), rng.choice(MODES))
-    return tb.write()
+def _tree(repo, rng):
+    return random_tree(repo, rng, MODES, NAMES, least=1, sub_p=0.4)
 
 
 def _files(repo, tree, prefix=""):

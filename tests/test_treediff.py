@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 import pygit2
+from conftest import random_tree
 from pygit2.enums import DiffOption, FileMode
 
 from tc_git.snapshot import tree_changes, tree_deltas
@@ -15,16 +16,8 @@ NAMES = ["a", "a-b", "a.txt", "b", "x", "é", "z"]
 MODES = [FileMode.BLOB, FileMode.BLOB, FileMode.BLOB_EXECUTABLE, FileMode.LINK, FileMode.COMMIT]
 
 
-def _tree(repo, rng, depth=0):
-    tb = repo.TreeBuilder()
-    for name in rng.sample(NAMES, rng.randint(0, 5)):
-        if rng.random() < 0.35 and depth < 3:
-            sub = _tree(repo, rng, depth + 1)
-            if len(repo[sub]):
-                tb.insert(name, sub, FileMode.TREE)
-        else:
-            tb.insert(name, repo.create_blob(rng.choice([b"1", b"2", b"3"])), rng.choice(MODES))
-    return tb.write()
+def _tree(repo, rng):
+    return random_tree(repo, rng, MODES, NAMES, least=0, sub_p=0.35)
 
 
 def _libgit2(repo, a, b, typechange):
