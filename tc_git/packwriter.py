@@ -207,6 +207,19 @@ def seal(f, pack_path: str, count: int, entries: bytes | bytearray, sync: bool) 
     f.close()
     directory = os.path.dirname(pack_path)
     name = os.path.join(directory, "pack-" + pack_sum.hex())
+    idx_path = index_file(directory, entries, pack_sum, sync)
+    try:
+        os.chmod(pack_path, 0o444)  # as git leaves pack files
+        os.replace(pack_path, name + ".pack")
+        os.replace(idx_path, name + ".idx")
+    finally:
+        discard(idx_path)  # (gone once renamed)
+    return name
+
+
+def index_file(directory: str, entries, pack_sum: bytes, sync: bool) -> str:
+    """A pack's v2 `.idx` (`entries`: its sorted 28-byte records) written to a temporary file in
+    `directory`, read-only as git leaves it; the caller renames it into place after its `.pack`."""
     fd, idx_path = tempfile.mkstemp(prefix="tmp-tc-", suffix=".idx", dir=directory)
     try:
         with os.fdopen(fd, "wb") as g:
@@ -214,13 +227,11 @@ def seal(f, pack_path: str, count: int, entries: bytes | bytearray, sync: bool) 
             g.flush()
             if sync:
                 os.fsync(g.fileno())
-        for p in (pack_path, idx_path):
-            os.chmod(p, 0o444)  # as git leaves pack files
-        os.replace(pack_path, name + ".pack")
-        os.replace(idx_path, name + ".idx")
-    finally:
-        discard(idx_path)  # (gone once renamed)
-    return name
+        os.chmod(idx_path, 0o444)
+    except BaseException:
+        discard(idx_path)
+        raise
+    return idx_path
 
 
 def discard(*paths: str | None) -> None:

@@ -45,7 +45,7 @@ from typing import BinaryIO
 import pygit2
 
 from . import handles
-from .packwriter import _REC, STALE, _compress, _index_v2, _remove_stale, discard, object_header, seal
+from .packwriter import _REC, STALE, _compress, _remove_stale, discard, index_file, object_header, seal
 from .wsfs import fsync_setting
 
 BLOB, TREE = 3, 2
@@ -421,14 +421,9 @@ def _settle_orphan(repo: pygit2.Repository, path: str) -> None:
     if all(repo.odb.exists(pygit2.Oid(raw=raw)) for raw, _c, _o in recs):
         discard(path)
         return
-    d = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix="tmp-tc-", suffix=".idx", dir=d)
+    # (synced: rare, only after a crash)
+    tmp = index_file(os.path.dirname(path), b"".join(_REC.pack(*r) for r in recs), pack_sum, sync=True)
     try:
-        with os.fdopen(fd, "wb") as g:
-            g.write(_index_v2(b"".join(_REC.pack(*r) for r in recs), pack_sum))
-            g.flush()
-            os.fsync(g.fileno())  # (rare: only after a crash)
-        os.chmod(tmp, 0o444)
         os.replace(tmp, path[:-5] + ".idx")
     finally:
         discard(tmp)
