@@ -26,6 +26,7 @@ be (see docs/architecture.md, "Native boundary").
 from __future__ import annotations
 
 import ctypes
+import errno as errno_mod
 import glob
 import importlib.util
 import os
@@ -772,3 +773,53 @@ def renameat2(src_dir: int, src: str, dst_dir: int, dst: str, flags: int) -> boo
     if err in _UNSUPPORTED:
         return False
     raise OSError(err, os.strerror(err), dst)
+
+
+# ---------------------------------------------------------------------------- libc: inotify
+# The drift watcher's notifications on Linux (tc_git/inotify.py): Python has no inotify binding.
+_INOTIFY: list = []
+
+
+def _libc_inotify():
+    if not _INOTIFY:
+        fns = None
+        if sys.platform.startswith("linux"):
+            try:
+                lib = ctypes.CDLL(None, use_errno=True)
+                init, add = lib.inotify_init1, lib.inotify_add_watch
+                init.argtypes, init.restype = (ctypes.c_int,), ctypes.c_int
+                add.argtypes, add.restype = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32), ctypes.c_int
+                fns = (init, add)
+            except (OSError, AttributeError):
+                fns = None
+        _INOTIFY.append(fns)
+    return _INOTIFY[0]
+
+
+def has_inotify() -> bool:
+    return enabled() and _libc_inotify() is not None
+
+
+def inotify_init1(flags: int) -> int:
+    """inotify_init1(2): a new inotify descriptor; OSError on failure (or without inotify here)."""
+    fns = _libc_inotify() if enabled() else None
+    if fns is None:
+        raise OSError(errno_mod.ENOSYS, "inotify is not available")
+    fd = fns[0](flags)
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return fd
+
+
+def inotify_add_watch(fd: int, path: bytes, mask: int) -> int:
+    """inotify_add_watch(2): the watch descriptor of `path` (the same one again for a directory
+    already watched); OSError with the errno on failure."""
+    fns = _libc_inotify() if enabled() else None
+    if fns is None:
+        raise OSError(errno_mod.ENOSYS, "inotify is not available")
+    wd = fns[1](fd, path, mask)
+    if wd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), os.fsdecode(path))
+    return wd

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Callable
 
 from . import handles
 
@@ -72,6 +73,9 @@ class Journal:
         self.broken = False  # the watch itself failed: never trusted again
         self.refreshes = 0  # snapshots served from the journal (tests, status)
         self.full = 0
+        # tc_git/inotify.py's Tree.sync: reads the notifications up to the barrier on the caller's
+        # thread (None: the watcher's thread notes the barrier and sets `seen`, watchdog's way)
+        self.sync: Callable[[Callable[[], None], float], bool] | None = None
         _ALL.add(self)
 
     # ------------------------------------------------------------------ the watcher's side
@@ -89,6 +93,16 @@ class Journal:
                 if rel == ".gitignore" or rel.endswith("/.gitignore"):
                     self._untrust("a .gitignore changed")
                 self.paths.add(rel)
+            if len(self.paths) > MAX_PATHS:
+                self._untrust(f"more than {MAX_PATHS} changed paths")
+
+    def note_rel(self, rels) -> None:
+        """Changed paths, relative to the root with '/' (the store's and .git's left out)."""
+        with self.lock:
+            for rel in rels:
+                if rel == ".gitignore" or rel.endswith("/.gitignore"):
+                    self._untrust("a .gitignore changed")
+            self.paths.update(rels)
             if len(self.paths) > MAX_PATHS:
                 self._untrust(f"more than {MAX_PATHS} changed paths")
 
@@ -115,12 +129,15 @@ class Journal:
             return None
         self.seen.clear()
         try:
-            with open(self.barrier, "w") as f:
-                f.write(str(os.getpid()))
+            if self.sync is not None:
+                arrived = self.sync(self._write_barrier, BARRIER_WAIT)
+            else:
+                self._write_barrier()
+                arrived = self.seen.wait(BARRIER_WAIT)
         except OSError:
             self.untrust("cannot write the barrier file")
             return None
-        if not self.seen.wait(BARRIER_WAIT):
+        if not arrived:
             self.untrust("notifications are late")
             return None
         with self.lock:
@@ -132,6 +149,11 @@ class Journal:
                 self.trusted, self.reason = False, "the store's index was written by someone else"
                 return None
             return sorted(paths)
+
+    def _write_barrier(self) -> None:
+        assert self.barrier is not None  # (begin() returns before without one)
+        with open(self.barrier, "w") as f:
+            f.write(str(os.getpid()))
 
     def due(self, now_ns: int, window_ns: int) -> list[str]:
         """The smudged entries whose files are `window_ns` old by now: refreshing them keeps their

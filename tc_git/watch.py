@@ -53,7 +53,7 @@ class _Root:
         self.dirty_since: float | None = None
         self.last_event = 0.0
         self.events = 0
-        self.handle = None  # watchdog ObservedWatch
+        self.handle: Any = None  # watchdog ObservedWatch, or an inotify.Tree
         self.observer = None  # the observer that holds `handle`
         self.errors = 0
         self.captures = 0
@@ -87,6 +87,7 @@ class DriftWatcher:
         self.observer: Any = None  # a watchdog observer once started
         self.poller: Any = None
         self.mode: str | None = None  # "inotify" | "poll" once started
+        self.native = False  # notifications read by tc_git/inotify.py (Linux), not by watchdog
         self.failures = 0
         # TC_WATCH=poll forces the stat-poll fallback (file systems without notifications, e.g. NFS)
         self.force_poll = poll if poll is not None else os.environ.get("TC_WATCH", "").strip().lower() == "poll"
@@ -119,7 +120,10 @@ class DriftWatcher:
             st = _Root(root, store)
             st.journal = _new_journal(root, store)
             st.handle, st.observer = self._schedule_locked(st)
-            if st.observer is not self.observer or self.mode == "poll":
+            if st.observer is NATIVE:
+                if st.journal.barrier is not None:
+                    st.journal.sync = st.handle.sync  # the barrier read on the snapshot's thread
+            elif st.observer is not self.observer or self.mode == "poll":
                 st.journal = None  # polled: changes arrive late, no journal
             self.roots[root] = st
             while len(self.roots) > MAX_ROOTS:
@@ -142,6 +146,13 @@ class DriftWatcher:
         try:
             if self.force_poll:
                 raise RuntimeError("TC_WATCH=poll")
+            from . import inotify
+
+            if inotify.available():  # one reader thread per workspace (tc_git/inotify.py), no observer
+                self.native, self.mode = True, "inotify"
+                self.thread = threading.Thread(target=self._loop, name="tc-drift-watcher", daemon=True)
+                self.thread.start()
+                return
             from watchdog.observers import Observer
 
             obs = Observer()
@@ -177,12 +188,18 @@ class DriftWatcher:
             FileMovedEvent,
         )
 
+        if self.native:
+            try:
+                return _native_tree(self, st), NATIVE
+            except OSError as e:  # e.g. ENOSPC: inotify watch limit reached
+                log.warning("notifications for %s unavailable (%s); stat polling it every %.1fs", st.root, e,
+                            self.interval)
         handler = _Handler(self, st)
         # Writes, creations, deletions, renames and chmods only: opens and reads (our own
         # captures read files) must not wake the watcher.
         kinds = [FileCreatedEvent, FileDeletedEvent, FileModifiedEvent, FileMovedEvent, FileClosedEvent,
                  FileAttribEvent, DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
-        if self.observer is not None:
+        if self.observer is not None and not self.native:
             try:
                 return self.observer.schedule(handler, str(st.root), recursive=True, event_filter=kinds), \
                     self.observer
@@ -193,7 +210,9 @@ class DriftWatcher:
         return poller.schedule(handler, str(st.root), recursive=True, event_filter=kinds), poller
 
     def _unschedule_locked(self, st: _Root) -> None:
-        if st.handle is not None and st.observer is not None:
+        if st.observer is NATIVE:
+            st.handle.stop()  # (never joined here: its reader may be waiting for self.lock)
+        elif st.handle is not None and st.observer is not None:
             try:
                 st.observer.unschedule(st.handle)
             except Exception:
@@ -206,6 +225,18 @@ class DriftWatcher:
         with self.lock:
             st = self.roots.get(Path(root))
             return st.journal if st is not None else None
+
+    def on_paths(self, st: _Root, rels: list[str]) -> None:
+        """A burst of changed workspace-relative paths from tc_git/inotify.py (already filtered:
+        nothing of the store or of .git)."""
+        if st.journal is not None:
+            st.journal.note_rel(rels)
+        now = time.monotonic()
+        with self.lock:
+            st.events += len(rels)
+            st.last_event = now
+            if st.dirty_since is None:
+                st.dirty_since = now
 
     def on_event(self, st: _Root, paths) -> None:
         if st.journal is not None:
@@ -304,6 +335,10 @@ class DriftWatcher:
         if not self.stopping.is_set():
             handles.enable(False)
         self.stopping.set()
+        with self.lock:
+            trees = [st.handle for st in self.roots.values() if st.observer is NATIVE]
+        for tree in trees:
+            tree.stop(join=timeout)
         for obs in (self.observer, self.poller):
             if obs is not None:
                 try:
@@ -330,6 +365,27 @@ def _new_journal(root: Path, store: Path):
     store_abs, root_abs = str(store.resolve()), str(root.resolve())
     inside = store_abs.startswith(root_abs + os.sep)
     return Journal(str(root), os.path.join(str(store), "tc", BARRIER) if inside else None)
+
+
+NATIVE = "native"  # _Root.observer of a workspace read by tc_git/inotify.py
+
+
+def _native_tree(watcher: DriftWatcher, st: _Root):
+    from . import inotify
+
+    def overflow() -> None:
+        if st.journal is not None:
+            st.journal.untrust("inotify queue overflow")
+
+    def blind(reason: str) -> None:
+        if st.journal is not None:
+            st.journal.fail(reason)
+        watcher._fail("watching %s: %s", st.root, reason, tb=False)
+
+    inside = str(st.store.resolve()).startswith(str(st.root.resolve()) + os.sep)
+    return inotify.Tree(str(st.root), str(st.store) if inside else None,
+                        st.journal.barrier if st.journal is not None else None,
+                        lambda rels: watcher.on_paths(st, rels), overflow, blind, STORE_DIRNAME)
 
 
 _SKIPPED: set[bytes] = set()  # stores inside watched workspaces: not watched but for their tc/ (the barrier)

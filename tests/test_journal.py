@@ -69,9 +69,17 @@ def small_workspace(ws: Path, files: int = 12, dirs: int = 3) -> Path:
     return ws
 
 
-@pytest.fixture
-def watched(tmp_path):
+@pytest.fixture(params=["native", "watchdog"])
+def watched(tmp_path, request, monkeypatch):
+    """Notifications read by tc_git/inotify.py (Linux), or by watchdog (the portable fallback)."""
+    from tc_git import inotify
+
+    if request.param == "watchdog":
+        monkeypatch.setenv("TC_INOTIFY", "off")
+    elif not inotify.available():  # (TC_NATIVE=off: .ci/run's second pass)
+        pytest.skip("no native inotify here")
     w = Watched(small_workspace(tmp_path / "ws", 20, 4))
+    assert w.watcher.native == (request.param == "native")
     yield w
     w.stop()
 
@@ -252,8 +260,8 @@ def test_too_many_paths_means_full_scan(watched, monkeypatch):
 
     watched.save()
     monkeypatch.setattr(journal, "MAX_PATHS", 5)
-    for i in range(10):
-        write(watched.ws, f"many/f{i}.txt", b"x")
+    for i in range(10):  # (in directories already watched: a new one is noted as a whole)
+        write(watched.ws, f"src/m{i % 4}/many{i}.txt", b"x")
     time.sleep(0.3)
     tree, how = watched.save()
     assert how == "full" and tree == git_tree(watched.ws, watched.eng.store.path)
@@ -319,3 +327,77 @@ def test_renames_across_the_workspace_edge_and_short_pairing(watched, tmp_path):
     os.rename(ws / "src/m2/f2.py", ws / "src/m3/f2.py")  # both halves
     tree, how = watched.save()
     assert how == "journal" and tree == git_tree(ws, watched.eng.store.path)
+
+
+def _native_watched(tmp_path) -> Watched:
+    from tc_git import inotify
+
+    if not inotify.available():
+        pytest.skip("no native inotify here")
+    w = Watched(small_workspace(tmp_path / "ws", 20, 4))
+    assert w.watcher.native
+    return w
+
+
+def test_native_queue_overflow_means_full_scan(tmp_path):
+    """A real overflow of the kernel's queue (more notifications than max_queued_events while the
+    reader is held off): the journal stops being trusted, the next save is a full scan equal to
+    stock git's tree, and a directory created while notifications were lost is watched again."""
+    try:
+        limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    except (OSError, ValueError):
+        pytest.skip("no inotify limits to read")
+    if limit > 100_000:
+        pytest.skip(f"max_queued_events is {limit}: too many notifications to cause here")
+    w = _native_watched(tmp_path)
+    try:
+        ws = w.ws
+        w.save("first")
+        tree_obj = w.watcher.roots[w.eng.root].handle
+        a, b = ws / "src/m0/f0.py", ws / "src/m1/f1.py"
+        with tree_obj.lock:  # the reader cannot read meanwhile
+            write(ws, "lost/in/new.txt", b"created while notifications were lost\n")
+            for i in range(limit // 2 + 10):  # alternating: identical neighbours would be merged
+                os.utime(a, ns=(i, i))
+                os.utime(b, ns=(i, i))
+        a.write_text("changed too\n")
+        time.sleep(0.3)
+        assert w.journal.status()["reason"] == "inotify queue overflow", w.journal.status()
+        tree, how = w.save("after the overflow")
+        assert how == "full" and tree == git_tree(ws, w.eng.store.path), w.journal.status()
+        write(ws, "lost/in/later.txt", b"after\n")  # its directory is watched again
+        tree, how = w.save("trusted again")
+        assert how == "journal" and tree == git_tree(ws, w.eng.store.path) and "lost/in/later.txt" in w.eng.repo[tree]
+    finally:
+        w.stop()
+
+
+def test_native_watch_limit_means_no_journal(tmp_path, monkeypatch):
+    """No inotify watch left for a new directory (ENOSPC): changes below it would be missed, so
+    the journal is never trusted again in this server; saves are full scans and stay right."""
+    import errno
+
+    from tc_git import inotify
+
+    w = _native_watched(tmp_path)
+    try:
+        ws = w.ws
+        w.save("first")
+        real = inotify._native.inotify_add_watch
+
+        def no_watches(fd, path, mask):  # the user's inotify watches used up
+            if path.endswith(b"/unwatched"):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return real(fd, path, mask)
+
+        monkeypatch.setattr(inotify._native, "inotify_add_watch", no_watches)
+        write(ws, "unwatched/a.txt", b"one\n")
+        time.sleep(0.3)
+        monkeypatch.undo()
+        write(ws, "unwatched/b.txt", b"two\n")  # no notification of this one
+        for title in ("full", "still full"):
+            tree, how = w.save(title)
+            assert how == "full" and tree == git_tree(ws, w.eng.store.path), w.journal.status()
+        assert "no inotify watch" in w.journal.status()["reason"]
+    finally:
+        w.stop()

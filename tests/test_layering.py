@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, list[str]]] = [
                 "view", "diffstat", "gitguard", "journal", "trajectory", "trajectory.*"]),
     ("policy", ["policy", "secrets"]),
     ("storage/native", ["store", "discover", "bundle", "packs", "mempack", "packwriter", "savepack", "_native", "wsfs", "pathsafe",
-                        "scan", "indexfile", "lockfile", "heap", "handles"]),
+                        "scan", "indexfile", "lockfile", "heap", "handles", "inotify"]),
     ("base", ["__init__", "errors", "refs", "recordrules", "validate", "jsonsafe", "fsutil", "results"]),
 ]
 

@@ -154,3 +154,106 @@ def test_journal_restores_equal_full_scan(batches):
                 time.sleep(0.01)
         finally:
             w.stop()
+
+
+# A writer in its own process: after `go` appears it changes, round after round, files the restore
+# does not touch, the very files the restore writes, a new directory of new files, and deletes
+# one; each round is counted in `rounds` (written by rename, so a reader never sees half of it).
+WRITER = r"""
+import os, sys, time
+ws, go, stop, rounds = sys.argv[1:5]
+while not os.path.exists(go):
+    time.sleep(0.001)
+n = 0
+while not os.path.exists(stop):
+    n += 1
+    for i in range(0, 40, 4):  # other files (the restore leaves them alone)
+        with open(os.path.join(ws, f"src/m{i % 4}/f{i + 1}.py"), "a") as f:
+            f.write(f"other {n}\n")
+    for i in range(0, 40, 8):  # files the restore writes too
+        with open(os.path.join(ws, f"src/m{i % 4}/f{i}.py"), "a") as f:
+            f.write(f"same {n}\n")
+    d = os.path.join(ws, f"new{n % 3}", "deep")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, f"n{n}.txt"), "w") as f:
+        f.write(f"{n}\n")
+    try:
+        os.unlink(os.path.join(ws, f"src/m{n % 4}/f{36 + n % 4}.py"))
+    except FileNotFoundError:
+        pass
+    with open(rounds + ".tmp", "w") as f:
+        f.write(str(n))
+    os.replace(rounds + ".tmp", rounds)
+    time.sleep(0.002)
+"""
+
+
+def _rounds(path: Path) -> int:
+    try:
+        return int(path.read_text() or 0)
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "watchdog"])
+def test_another_process_writing_during_a_restore_is_seen(tmp_path, monkeypatch, native):
+    """The restore's own notifications are handed to its snapshot; another process's changes
+    made meanwhile (to other files, to the restored files themselves, in new directories, and
+    deletions) must not be lost with them: the save after the writer stops, served by the
+    journal, equals stock git's tree of the workspace, and so does the one after that."""
+    import subprocess
+    import sys
+
+    from tc_git import inotify
+    from tc_git import restore as restore_mod
+
+    if not native:
+        monkeypatch.setenv("TC_INOTIFY", "off")
+    elif not inotify.available():  # (TC_NATIVE=off: .ci/run's second pass)
+        pytest.skip("no native inotify here")
+    ws = tmp_path / "ws"
+    for i in range(40):
+        write(ws, f"src/m{i % 4}/f{i}.py", f"v = {i}\n".encode())
+    w = Watched(ws)
+    assert w.watcher.native == native
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    go, stop, rounds = flags / "go", flags / "stop", flags / "rounds"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(ws), str(go), str(stop), str(rounds)])
+    try:
+        w.save("one")
+        for i in range(0, 40, 2):
+            write(ws, f"src/m{i % 4}/f{i}.py", f"edited {i}\n".encode())
+        w.save("two")
+        for i in range(0, 40, 2):  # unsaved edits: the restore writes these 20 files back
+            write(ws, f"src/m{i % 4}/f{i}.py", f"unsaved {i}\n".encode())
+        real_apply = restore_mod.apply_plan
+
+        def apply_while_another_writes(repo, plan):
+            go.write_text("")
+            deadline = time.monotonic() + 30
+            while _rounds(rounds) < 1 and time.monotonic() < deadline:  # it writes before ...
+                time.sleep(0.001)
+            seen = _rounds(rounds)
+            failed = real_apply(repo, plan)
+            while _rounds(rounds) < seen + 2 and time.monotonic() < deadline:  # ... and after our writes
+                time.sleep(0.001)
+            return failed
+
+        monkeypatch.setattr(restore_mod, "apply_plan", apply_while_another_writes)
+        r, _point, _after = _restore(w, index=2)
+        monkeypatch.undo()
+        if not native:
+            monkeypatch.setenv("TC_INOTIFY", "off")
+        assert r["plan"]["counts"]["to_replace"] == 20, r["plan"]
+        assert _rounds(rounds) >= 2
+        stop.write_text("")
+        assert writer.wait(30) == 0
+        tree, how = w.save("after the writer")
+        assert how == "journal" and tree == git_tree(ws, w.eng.store.path), w.journal.status()
+        assert "new0" in w.eng.repo[tree] and b"same" in (ws / "src/m0/f0.py").read_bytes()
+        assert w.save("again") == (tree, "journal")
+    finally:
+        stop.write_text("")
+        writer.wait(30)
+        w.stop()
