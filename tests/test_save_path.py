@@ -39,7 +39,7 @@ def _add(repo, idx, rel, data, mode):
 def test_patch_tree_equals_write_tree(tmp_path):
     repo = pygit2.init_repository(str(tmp_path / "r"), bare=True)
     rng = random.Random(14)
-    patched = declined = 0
+    patched = declined = with_entries = 0
     for _round in range(60):
         idx = pygit2.Index()
         for _ in range(rng.randint(0, 25)):
@@ -71,8 +71,9 @@ def test_patch_tree_equals_write_tree(tmp_path):
         got = snapshot.patch_tree(repo, base, edits)
         # the same trees serialised by hand into a save's pack (savepack.py), byte for byte
         pack = savepack.SavePack(repo, loose_max=0)
+        olds: dict = {}
         try:
-            raw = snapshot.patch_tree(repo, base, edits, objects=pack)
+            raw = snapshot.patch_tree(repo, base, edits, objects=pack, olds=olds)
             assert (raw is None) == (got is None), edits
             pack.finish()
         finally:
@@ -84,8 +85,15 @@ def test_patch_tree_equals_write_tree(tmp_path):
         assert got == want == raw, (edits, str(base))
         # the save's `changed` list from the same edits, without a walk: as tree_changes says
         snap = snapshot.Snapshot(got, base=base, edits=edits)
-        assert snapshot.changes_since(snap, repo[base]) == snapshot.tree_changes(repo, repo[base], repo[got]), edits
+        want_changes = snapshot.tree_changes(repo, repo[base], repo[got])
+        assert snapshot.changes_since(snap, repo[base]) == want_changes, edits
+        # and from the records patch_tree read on its way (base_entries: no lookup in the tree)
+        if not olds.get(snapshot._INEXACT):
+            exact = snapshot.Snapshot(got, base=base, edits=edits, base_entries=olds)
+            assert snapshot.changes_since(exact, repo[base]) == want_changes, edits
+            with_entries += 1
     assert patched >= 30, (patched, declined)  # the ordinary case is patched, not declined
+    assert with_entries >= 30, with_entries
     fsck(tmp_path / "r")  # the hand-serialised trees in their packs: stock git reads them all
 
 
