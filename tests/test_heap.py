@@ -10,6 +10,7 @@ import os
 import sys
 import weakref
 
+import anyio
 import pygit2
 import pytest
 from conftest import clean_env
@@ -68,7 +69,7 @@ def _live_repositories() -> int:
 async def test_tool_calls_leave_no_store_handle_behind(tmp_path):
     """With Python's automatic collection off, every call's store handle (a reference cycle)
     would stay; the server's settle after each call frees them."""
-    from tc_git.mcp_server import build_server
+    from tc_git.mcp_server import SETTLE_DELAY, build_server
 
     ws = tmp_path / "ws"
     (ws / "src").mkdir(parents=True)
@@ -79,8 +80,9 @@ async def test_tool_calls_leave_no_store_handle_behind(tmp_path):
         async def call(tool, **args):
             r = await c.call_tool(tool, {"root": root, **args})
             assert not r.is_error, r.content[0].text
+            await anyio.sleep(2 * SETTLE_DELAY)  # the settle starts just after the answer (mcp_server)
             if heap._pending is not None:
-                heap._pending.join()  # settle runs beside the answer: wait for it here
+                heap._pending.join()  # and runs beside what follows: wait for it here
 
         await call("tc_init", name="mem", goal="flat")
         await call("tc_save", title="first")
