@@ -76,6 +76,10 @@ class Journal:
         # tc_git/inotify.py's Tree.sync: reads the notifications up to the barrier on the caller's
         # thread (None: the watcher's thread notes the barrier and sets `seen`, watchdog's way)
         self.sync: Callable[[Callable[[], None], float], bool] | None = None
+        # each notification is handled in Python on other threads (watchdog): a writer that can
+        # cause fewer (restore.apply: rename over instead of swapping) should; False when read
+        # natively (tc_git/inotify.py: ~2 us each, on one thread waking once per burst)
+        self.slow_notifications = True
         _ALL.add(self)
 
     # ------------------------------------------------------------------ the watcher's side

@@ -493,11 +493,12 @@ def apply(ws: Workspace, tl: Timeline, head: Entry, target: Entry, snap: Snapsho
                                    restore_point=True)
     with RestoreJournal(ws.store).applying(tl.task_id, target.id, undo_id, pre_oid):
         # 2. files, one atomic replace at a time
-        # under the drift watcher (its change journal), files are renamed over, not swapped: a swap
-        # is two more notifications per file for the watcher's Python threads, which cost more than
-        # ext4's write-back at the rename on an idle machine (bench_mcp's flow at 10k, load < 1:
-        # 2nd/3rd restores 103-144 ms renamed against 115-159 swapped); without it the swap wins
-        _RENAME.over = ws.journal is not None
+        # under a drift watcher whose notifications cost Python work each (watchdog: not on
+        # Linux), files are renamed over, not swapped: a swap is two more notifications per file,
+        # which cost more than ext4's write-back at the rename (bench_mcp's flow at 10k, load < 1:
+        # 2nd/3rd restores 103-144 ms renamed against 115-159 swapped); read natively
+        # (journal.slow_notifications False) the swap wins, as without a watcher
+        _RENAME.over = ws.journal is not None and ws.journal.slow_notifications
         try:
             failed = apply_plan(repo, plan)
         finally:

@@ -121,6 +121,7 @@ class DriftWatcher:
             st.journal = _new_journal(root, store)
             st.handle, st.observer = self._schedule_locked(st)
             if st.observer is NATIVE:
+                st.journal.slow_notifications = False
                 if st.journal.barrier is not None:
                     st.journal.sync = st.handle.sync  # the barrier read on the snapshot's thread
             elif st.observer is not self.observer or self.mode == "poll":

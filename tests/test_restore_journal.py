@@ -257,3 +257,38 @@ def test_another_process_writing_during_a_restore_is_seen(tmp_path, monkeypatch,
         stop.write_text("")
         writer.wait(30)
         w.stop()
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "watchdog"])
+def test_files_swapped_unless_notifications_are_slow(tmp_path, monkeypatch, native):
+    """Under watchdog (each notification handled in Python on its threads) a restore renames
+    files over (a swap is two more notifications per file); read natively, it swaps them as
+    without a watcher. Either way the journal's trees equal stock git's."""
+    from tc_git import inotify, wsfs
+
+    if not native:
+        monkeypatch.setenv("TC_INOTIFY", "off")
+    elif not inotify.available():
+        pytest.skip("no native inotify here")
+    ws = tmp_path / "ws"
+    for i in range(10):
+        write(ws, f"d/f{i}.txt", f"{i}\n".encode())
+    w = Watched(ws)
+    try:
+        w.save("one")
+        for i in range(5):
+            write(ws, f"d/f{i}.txt", b"changed\n")
+        w.save("two")
+        seen: list = []
+        real_init = wsfs.Workspace.__init__
+
+        def init(self, *a, **kw):
+            seen.append(kw.get("exchange"))
+            real_init(self, *a, **kw)
+
+        monkeypatch.setattr(wsfs.Workspace, "__init__", init)
+        r, _point, after = _restore(w, index=1)
+        assert seen == [None if native else False], seen
+        assert after == git_tree(ws, w.eng.store.path) and w.save("after") == (after, "journal")
+    finally:
+        w.stop()
