@@ -177,8 +177,18 @@ class Journal:
                 self.full += 1
             else:
                 # the refreshed paths (and what is under them) are as this snapshot found them
-                def stale(p):
-                    return any(p == r or p.startswith(r + "/") for r in refreshed)
+                fresh = set(refreshed)
+
+                def stale(p):  # p or a directory above it refreshed (a set lookup per level, not a
+                    # scan of every refreshed path for every left-out one)
+                    if p in fresh:
+                        return True
+                    i = p.find("/")
+                    while i >= 0:
+                        if p[:i] in fresh:
+                            return True
+                        i = p.find("/", i + 1)
+                    return False
 
                 self.left = {p: x for p, x in self.left.items() if not stale(p)}
                 self.left.update({x.path: x for x in snap.left})

@@ -401,3 +401,28 @@ def test_native_watch_limit_means_no_journal(tmp_path, monkeypatch):
         assert "no inotify watch" in w.journal.status()["reason"]
     finally:
         w.stop()
+
+
+def test_left_out_paths_carried_by_the_journal(watched):
+    """What a journal save refreshes replaces what the journal knew about it and below it
+    (a deleted directory's sensitive file leaves the list, one beside it stays, a new one joins),
+    and the list equals a full scan's."""
+    from tc_git.engine import Engine
+
+    ws = watched.ws
+    write(ws, "conf/.env", b"A=1\n")
+    write(ws, "conf/a.txt", b"x\n")
+    write(ws, "conf2/.env", b"B=2\n")  # (a sibling whose name extends conf's)
+    write(ws, "other/.env", b"C=3\n")
+    watched.save("first")
+    shutil.rmtree(ws / "conf")
+    write(ws, "new/deep/.env", b"D=4\n")
+    eng = Engine(ws)
+    eng.journal = watched.journal
+    before = watched.journal.refreshes
+    r = eng.save("journal")
+    assert watched.journal.refreshes == before + 1
+    left = sorted(s.split(": ", 1)[1].split(" (")[0] for s in r["skipped_paths"])
+    assert left == ["conf2/.env", "new/deep/.env", "other/.env"], r["skipped_paths"]
+    full = Engine(ws).save("full scan")  # (no journal: a full scan)
+    assert sorted(full["skipped_paths"]) == sorted(r["skipped_paths"])
