@@ -96,6 +96,7 @@ def resume_info(ws: Workspace, tl: Timeline, lang: str = "en",
     task = head.record.get("task", {})
     last = last_step(tl)
     lr = last.record if last else {}
+    cur: Entry | None = None
     if last and head.step != last.step:  # after a restore the current step is an older one
         cur = tl.find(str(head.step)) if head.step else None
         lr = cur.record if cur else {}
@@ -112,7 +113,8 @@ def resume_info(ws: Workspace, tl: Timeline, lang: str = "en",
         if e.kind == "drift":
             since.append(e)
     if base is not None and base.kind == "restore" and head.step:
-        base = tl.find(str(head.step))
+        # (the walk to that step again, unless it was just found above)
+        base = cur if cur is not None and cur.step == head.step else tl.find(str(head.step))
     if unsaved is None:
         paths, total = _unsaved(repo, base or head, left)
     else:  # right after a snapshot (the hook's cache): what differs is what the drifts since changed
