@@ -475,7 +475,7 @@ def preview(ws: Workspace, tl: Timeline, target: Entry, snap: Snapshot, sel: lis
     plan = plan_for(repo, pre_tree, target_tree, left, sel, target.id, ws.store.path, snap)
     out: RestoreResult = {"applied": False, "recovered": None, "target": target.id, "target_commit": str(target.oid),
            "plan": plan.as_dict(limit), "skipped_paths": skipped(snap), "paths": sel,
-           "not_in_target": left_out(tl.record(target.oid), limit),
+           "not_in_target": left_out(target.record or tl.record(target.oid), limit),  # (find loaded it)
            "unstable": snap.unstable[:MAX_LIST]}
     if undo_of:
         out["undo_of"] = undo_of
