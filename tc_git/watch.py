@@ -112,9 +112,11 @@ class DriftWatcher:
             if st is not None and st.handle is not None and st.store == store:
                 return
         with self.lock:
-            _skip_store_watches(store)
-            _short_move_pairing()
             self._start_locked()
+            if not self.native:  # (watchdog is not even imported when notifications are read natively)
+                _skip_store_watches(store)
+                _short_move_pairing()
+                _watch_overflows()
             if st is not None:
                 self._unschedule_locked(st)
             st = _Root(root, store)
@@ -177,6 +179,12 @@ class DriftWatcher:
         return self.poller
 
     def _schedule_locked(self, st: _Root):
+        if self.native:
+            try:
+                return _native_tree(self, st), NATIVE
+            except OSError as e:  # e.g. ENOSPC: inotify watch limit reached
+                log.warning("notifications for %s unavailable (%s); stat polling it every %.1fs", st.root, e,
+                            self.interval)
         from watchdog.events import (
             DirCreatedEvent,
             DirDeletedEvent,
@@ -189,12 +197,6 @@ class DriftWatcher:
             FileMovedEvent,
         )
 
-        if self.native:
-            try:
-                return _native_tree(self, st), NATIVE
-            except OSError as e:  # e.g. ENOSPC: inotify watch limit reached
-                log.warning("notifications for %s unavailable (%s); stat polling it every %.1fs", st.root, e,
-                            self.interval)
         handler = _Handler(self, st)
         # Writes, creations, deletions, renames and chmods only: opens and reads (our own
         # captures read files) must not wake the watcher.
@@ -362,7 +364,6 @@ def _new_journal(root: Path, store: Path):
     """A change journal for `root`, if the store is inside it (the barrier file must be watched)."""
     from .journal import BARRIER, Journal
 
-    _watch_overflows()
     store_abs, root_abs = str(store.resolve()), str(root.resolve())
     inside = store_abs.startswith(root_abs + os.sep)
     return Journal(str(root), os.path.join(str(store), "tc", BARRIER) if inside else None)
