@@ -25,6 +25,7 @@ be (see docs/architecture.md, "Native boundary").
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno as errno_mod
 import glob
@@ -399,6 +400,36 @@ def pack_walk_to(repo: pygit2.Repository, tips, hides, write, _checked: bool = T
         lg.git_packbuilder_free(pb)
 
 
+def builder_into(repo: pygit2.Repository, pb: pygit2.PackBuilder, _checked: bool = True) -> tuple[int, str]:
+    """A pygit2 PackBuilder's pack indexed into `repo`'s objects/pack through `PackSink` (not
+    `pb.write`, one call in which libgit2 reads every object with the indexer's windows in force);
+    returns the object count and the pack's name (`pack-<its trailing checksum>`)."""
+    from pygit2.ffi import ffi  # (pygit2's cffi handle of the builder)
+
+    lg = _require(PACK, _checked)
+    tail = b""
+    with PackSink(repo, _checked) as sink:
+        failed: list[BaseException] = []
+
+        def chunk(ptr, size, _payload):
+            nonlocal tail
+            try:
+                data = ctypes.string_at(ptr, size)
+                tail = (tail + data)[-20:]
+                sink.append(data)
+                return 0
+            except BaseException as e:  # a full disk, a refused pack: libgit2 stops at a non-zero return
+                failed.append(e)
+                return -1
+
+        cb = _FOREACH(chunk)
+        rc = lg.git_packbuilder_foreach(ctypes.c_void_p(int(ffi.cast("uintptr_t", pb._packbuilder))), cb, None)
+        if failed:
+            raise failed[0]
+        check(rc)
+        return sink.commit(), "pack-" + tail.hex()
+
+
 def count_walk(repo: pygit2.Repository, tips, hides=()) -> int:
     """How many objects `pack_walk` would pack; the builder reads each object's header while
     collecting, so a missing object raises GitCallError. Nothing is written."""
@@ -434,7 +465,9 @@ class PackSink:
         check(self.lg.git_repository_odb(ctypes.byref(self.odb), _repo_ptr(repo)))
         self.wp = ctypes.POINTER(_WritePack)()
         try:
-            check(self.lg.git_odb_write_pack(ctypes.byref(self.wp), self.odb, None, None))
+            with whole_windows():  # (each call into the indexer: what a pack builder reads between
+                # two appends, from the store's packs, keeps the small windows)
+                check(self.lg.git_odb_write_pack(ctypes.byref(self.wp), self.odb, None, None))
         except BaseException:
             self.lg.git_odb_free(self.odb)
             raise
@@ -445,18 +478,21 @@ class PackSink:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.wp.contents.free(self.wp)
+        with whole_windows():
+            self.wp.contents.free(self.wp)
         self.lg.git_odb_free(self.odb)
 
     def append(self, chunk) -> None:
         chunk = bytes(chunk)
         if len(self.head) < 12:
             self.head += chunk[:12 - len(self.head)]
-        check(self.wp.contents.append(self.wp, ctypes.c_char_p(chunk), len(chunk), ctypes.byref(self.st)))
+        with whole_windows():
+            check(self.wp.contents.append(self.wp, ctypes.c_char_p(chunk), len(chunk), ctypes.byref(self.st)))
 
     def commit(self) -> int:
         st = self.st
-        check(self.wp.contents.commit(self.wp, ctypes.byref(st)))
+        with whole_windows():
+            check(self.wp.contents.commit(self.wp, ctypes.byref(st)))
         # what a sane git_indexer_progress says after a commit (thin bases added by the indexer
         # count in `local_objects`): a layout we declared wrongly shows here
         sent = int.from_bytes(self.head[8:12], "big")
@@ -720,6 +756,44 @@ def _diff_scan_capable() -> str:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return ""
+
+
+# --------------------------------------------------------------------------- pack windows
+# libgit2 reads packs through mmap'd windows (1 GiB each by default), and every page touched counts
+# in the resident size while its window is mapped. A long-lived server maps smaller windows
+# (`small_windows`, heap.bound_libgit2) so that its mapped limit can unmap them as it reads on. But
+# libgit2 1.9.7's indexer refused a valid 18 MB pack with 1 MiB windows ("unexpected data at the
+# end of the pack"; stock git verified it): while any indexer runs (every pack written through
+# libgit2: PackSink, a PackBuilder's write, a fetch), windows are libgit2's default size again
+# (`whole_windows`). The size is process-wide; a window keeps the size it was mapped with.
+_windows = {"small": 0, "default": 0, "indexers": 0}
+_windows_lock = threading.Lock()
+
+
+def small_windows(size: int) -> None:
+    """Map pack windows of `size` bytes from now on, outside `whole_windows` (0: libgit2's size)."""
+    with _windows_lock:
+        if not _windows["default"]:
+            _windows["default"] = pygit2.settings.mwindow_size
+        _windows["small"] = size
+        if not _windows["indexers"]:
+            pygit2.settings.mwindow_size = size or _windows["default"]
+
+
+@contextlib.contextmanager
+def whole_windows():
+    """libgit2's own window size for as long as the block runs (an indexer inside it)."""
+    with _windows_lock:
+        _windows["indexers"] += 1
+        if _windows["small"] and _windows["indexers"] == 1:
+            pygit2.settings.mwindow_size = _windows["default"]
+    try:
+        yield
+    finally:
+        with _windows_lock:
+            _windows["indexers"] -= 1
+            if _windows["small"] and not _windows["indexers"]:
+                pygit2.settings.mwindow_size = _windows["small"]
 
 
 # --------------------------------------------------------------------------- libc

@@ -17,6 +17,7 @@ from typing import cast
 
 import pygit2
 
+from . import _native
 from .timeline import NOTES_REF, Timeline, note_text
 
 
@@ -141,19 +142,27 @@ def repack(store, progress=None) -> int:
     pb = pygit2.PackBuilder(repo)
     for oid in objs:
         pb.add(oid)
-    # pygit2's PackBuilder does not expose the pack's name: write into a private directory,
-    # then move the .pack before its .idx, so a reader never finds an index without its pack
     os.makedirs(pack_dir, exist_ok=True)
     for f in os.listdir(pack_dir):  # left by a repack that was killed
         if f.startswith("tmp_tc_pack_"):
             shutil.rmtree(os.path.join(pack_dir, f), ignore_errors=True)
-    tmp = tempfile.mkdtemp(prefix="tmp_tc_pack_", dir=pack_dir)
-    pb.write(tmp)
-    written = sorted(os.listdir(tmp), key=lambda f: f.endswith(".idx"))
-    for f in written:
-        os.replace(os.path.join(tmp, f), os.path.join(pack_dir, f))
-    os.rmdir(tmp)
-    new_name = next((f.rsplit(".", 1)[0] for f in written if f.endswith(".pack")), None)
+    if _native.has(_native.PACK) and _native.has(_native.INDEXER):
+        # streamed into libgit2's indexer (as an import's pack): what the builder reads meanwhile
+        # keeps a server's small pack windows (_native.whole_windows); the indexer writes the
+        # pack and its .idx into objects/pack itself
+        new_name: str | None = _native.builder_into(repo, pb)[1]
+    else:
+        # pygit2's PackBuilder does not expose the pack's name: write into a private directory,
+        # then move the .pack before its .idx, so a reader never finds an index without its pack
+        tmp = tempfile.mkdtemp(prefix="tmp_tc_pack_", dir=pack_dir)
+        with _native.whole_windows():  # (libgit2's indexer writes the .idx)
+            pb.write(tmp)
+        written = sorted(os.listdir(tmp), key=lambda f: f.endswith(".idx"))
+        for f in written:
+            os.replace(os.path.join(tmp, f), os.path.join(pack_dir, f))
+        os.rmdir(tmp)
+        new_name = next((f.rsplit(".", 1)[0] for f in written if f.endswith(".pack")), None)
+    del pb  # (its object list and delta cache, before the old packs go)
     # the new pack (with its .idx) is complete on disk before anything old goes away
     for f in old_packs:
         if new_name and f.startswith(new_name):

@@ -11,7 +11,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -317,7 +317,7 @@ class Engine:
     # ------------------------------------------------------------------ restore
     def restore(self, index: int | None = None, drift_id: str | None = None, apply: bool = False,
                 limit: int = MAX_LIST, paths=None, undo: bool = False, _undo_of: str | None = None,
-                at: str | None = None) -> RestoreResult:
+                at: str | None = None, _auto: Callable[[RestoreResult, Any], bool] | None = None) -> RestoreResult:
         """Preview (or apply) bringing the workspace back to a step or drift; `paths` limits the
         change to those files or directories (the restore point still records everything).
         `undo=True` (nothing else named) reverses the last applied restore instead: see `undo`.
@@ -349,6 +349,11 @@ class Engine:
             ws = self._ws()
             snap = ws.snapshot(head.record.get("task", {}))
             out, plan = restore_mod.preview(ws, tl, target, snap, sel, _undo_of, limit)
+            if _auto is not None:  # (an import's apply=None) decided from this preview, and applied
+                # with this very plan and snapshot, under this lock: preview == apply by construction
+                apply = _auto(out, plan)
+                if apply and head.kind == "close":
+                    raise TaskClosed(f"task {tl.task_id} is closed: restore can only be previewed")
             if not apply:
                 return out
             done = restore_mod.apply(ws, tl, head, target, snap, plan, sel, _undo_of)
@@ -450,16 +455,26 @@ class Engine:
         from .handoff import bundles
 
         if apply is None:
-            preview = self._restore_imported(task_id, False, limit=bundles.AUTO_LIMIT)
-            if preview is None:
-                return None
-            shown, paths, note = bundles.auto_restore(preview)
-            if shown is not None:
-                return shown
-            del preview  # (up to AUTO_LIMIT listed paths, not to be held through the apply's peak)
+            verdict: dict = {}
+
+            def auto(out, plan) -> bool:
+                """Write everything now, from the plan just previewed (one plan: 50k deltas at a
+                50k-file import, not planned again), when that overwrites and deletes nothing."""
+                shown, paths, note = bundles.auto_restore({**out, "plan": plan.as_dict(bundles.AUTO_LIMIT)})
+                verdict.update(shown=shown, paths=paths, note=note)
+                return shown is None and paths is None
+
+            done = self._restore_imported(task_id, False, _auto=auto)  # (a closed task: its error)
+            if done is None or not verdict:
+                return done
+            if verdict["shown"] is not None:
+                return verdict["shown"]
+            if verdict["paths"] is None:
+                return {**done, "auto": "applied", "note": verdict["note"]}
+            del done  # (a preview, not to be held through the apply's peak)
             # only the new files when others would go; an undoable restore either way
-            applied = self._restore_imported(task_id, True, paths=paths) or {}
-            return {**applied, "auto": "applied", "note": note}
+            applied = self._restore_imported(task_id, True, paths=verdict["paths"]) or {}
+            return {**applied, "auto": "applied", "note": verdict["note"]}
         e = bundles.imported_point(self.repo, task_id)
         if e is None:
             return None

@@ -20,11 +20,16 @@ engine): pack files are read through mmap'd windows, and every page touched coun
 resident size until the window is unmapped; libgit2 unmaps only past `mwindow_mapped_limit`
 (8 GiB by default), so an export, import or compress that reads a whole 25 MB pack kept it
 resident (measured at 50k files in-process: import peak 137 -> 123 MiB, compress 130 -> 120; an
-export maps one window of its one pack and does not change). The window size itself stays
-libgit2's (1 GiB): with 1 MiB windows (or 64 KiB), libgit2 1.9.7's indexer refused a valid 18 MB
-bundle of a 50k-file task fed in 4 MiB pieces ("unexpected data at the end of the pack"; stock
-git verified and fetched it), deterministically for that pack. The object cache
-(`cache_max_size`, 256 MiB) made no measurable difference and keeps libgit2's default.
+export maps one window of its one pack and does not change). With 1 GiB windows (libgit2's size)
+a pack is one window, which the limit never unmaps while it is read: the server maps 4 MiB
+windows under an 8 MiB limit (`TC_LIBGIT2_WINDOW_MB`, `TC_LIBGIT2_MAPPED_MB`), so a restore,
+an export or a compress that reads a whole 17 MB pack keeps ~8 MiB of it resident, not all of it
+(in-process at 50k files: import 160 -> 150 MiB peak, the export after it 162 -> 149, compress
+161 -> 146). libgit2 1.9.7's indexer refuses valid packs with small windows in force ("unexpected
+data at the end of the pack", 16 KiB-4 MiB windows depending on where objects fall; stock git
+verifies them), so every call into an indexer runs with libgit2's own size
+(`_native.whole_windows`: PackSink's calls, PackBuilder.write, a fetch or a local push). The
+object cache (`cache_max_size`, 256 MiB) made no measurable difference and keeps libgit2's default.
 """
 from __future__ import annotations
 
@@ -74,7 +79,8 @@ def settle_soon() -> None:
     _pending.start()
 
 
-MAPPED_MB = 32  # libgit2's mmap'd pack windows held at once (TC_LIBGIT2_MAPPED_MB; 0: libgit2's default)
+MAPPED_MB = 8  # libgit2's mmap'd pack windows held at once (TC_LIBGIT2_MAPPED_MB; 0: libgit2's default)
+WINDOW_MB = 4  # one pack window, outside an indexer (TC_LIBGIT2_WINDOW_MB; 0: libgit2's default, 1 GiB)
 CACHE_MB = 0  # libgit2's object cache (TC_LIBGIT2_CACHE_MB; 0: libgit2's default, 256 MiB)
 _bounded = False
 
@@ -91,12 +97,17 @@ def bound_libgit2() -> dict:
     before its first repository). Returns the limits in force (bytes; 0: libgit2's default)."""
     global _bounded
     mapped, cache = _env_mb("TC_LIBGIT2_MAPPED_MB", MAPPED_MB) << 20, _env_mb("TC_LIBGIT2_CACHE_MB", CACHE_MB) << 20
+    window = _env_mb("TC_LIBGIT2_WINDOW_MB", WINDOW_MB) << 20
     if not _bounded:
         import pygit2
 
+        from . import _native
+
         if mapped:
             pygit2.settings.mwindow_mapped_limit = mapped
+        if window:
+            _native.small_windows(window)  # (libgit2's own size again while an indexer runs)
         if cache:
             pygit2.settings.cache_max_size(cache)
         _bounded = True
-    return {"mwindow_mapped_limit": mapped, "cache_max_size": cache}
+    return {"mwindow_mapped_limit": mapped, "mwindow_size": window, "cache_max_size": cache}

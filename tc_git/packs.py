@@ -51,7 +51,7 @@ class Pack:
         if self.native:
             return _native.pack_walk(self.repo, self.tips, self.hides)
         objs = self.objects()
-        with tempfile.TemporaryDirectory() as td:
+        with tempfile.TemporaryDirectory() as td, _native.whole_windows():  # (libgit2's indexer writes the .idx)
             self._builder(objs).write(td)
             return len(objs), Path(glob.glob(os.path.join(td, "pack-*.pack"))[0]).read_bytes()
 
@@ -69,7 +69,8 @@ class Pack:
         object count (0: nothing written). libgit2 cannot push into a non-bare repository."""
         objs = self.objects()
         if objs:
-            self._builder(objs).write(str(pack_dir))
+            with _native.whole_windows():  # (libgit2's indexer writes the .idx)
+                self._builder(objs).write(str(pack_dir))
         return len(objs)
 
     def write_into(self, target: pygit2.Repository, pack_dir: str | os.PathLike) -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pygit2
 
+from .. import _native
 from ..errors import BadInput, Conflict, NotFound, Unavailable
 from ..refs import NOTES_REF, SYNC_HAVE_PREFIX, SYNC_WANT_PREFIX, is_ours, task_of_ref
 from ..results import PullResult, PushResult
@@ -80,8 +81,9 @@ def _fetch_verified(store: Store, url: str, refs: dict[str, pygit2.Oid]) -> None
                 with contextlib.suppress(pygit2.GitError, ValueError):
                     q.references.create(f"{SYNC_HAVE_PREFIX}{i}", oid, force=True)
         try:
-            q.remotes.create_anonymous(url).fetch([f"+{n}:{SYNC_WANT_PREFIX}{i}" for i, n in enumerate(sorted(want))],
-                                                  message="tc-git: sync")
+            with _native.whole_windows():  # (libgit2's indexer receives the pack)
+                q.remotes.create_anonymous(url).fetch([f"+{n}:{SYNC_WANT_PREFIX}{i}" for i, n in enumerate(sorted(want))],
+                                                      message="tc-git: sync")
         except pygit2.GitError as e:
             raise Unavailable(f"fetch from {url} failed: {e}") from e
         q = pygit2.Repository(q.path)
@@ -127,7 +129,8 @@ def push(store: Store, remote: str | None = None) -> PushResult:
         if to_push:
             try:
                 # a fresh remote: the one above is connected in the fetch direction
-                repo.remotes.create_anonymous(url).push([f"{n}:{n}" for n in to_push], callbacks=cb)
+                with _native.whole_windows():  # (a local remote: libgit2's indexer receives the pack)
+                    repo.remotes.create_anonymous(url).push([f"{n}:{n}" for n in to_push], callbacks=cb)
             except pygit2.GitError as e:
                 raise Conflict(f"push to {url} failed: {e}") from e
     if cb.rejected:
