@@ -231,11 +231,15 @@ class Tree:
             self._drain()
             write_barrier()
             deadline = time.monotonic() + timeout
+            poll = None
             while not self._drain(stop_at_barrier=True):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                select.select([self.fd], [], [], left)
+                if poll is None:  # (poll, not select: a descriptor may be above FD_SETSIZE)
+                    poll = select.poll()
+                    poll.register(self.fd, select.POLLIN)
+                poll.poll(max(1, int(left * 1000)))
             return True
 
     def _run(self) -> None:
