@@ -21,7 +21,6 @@ import pygit2
 from pygit2.enums import FileMode
 
 from . import fsutil, pathsafe, wsfs
-from . import scan as scan_mod
 from . import snapshot as snapshot_mod
 from .capture import MAX_LIST, Workspace, skipped
 from .errors import BadInput, NotFound
@@ -315,35 +314,20 @@ def apply_plan(repo: pygit2.Repository, plan: Plan, swap: bool | None = None) ->
                 failed.append({"path": rel, "reason": f"delete failed: {e.strerror or e}"})
         ws.prune(parents)
         creating = {x[0] for x in plan.to_write}
-        jobs = plan.to_write + plan.to_replace
-        shares = _shares(jobs)
-        if shares is None:
-            results = _write_jobs(ws, repo.odb.read, jobs, range(len(jobs)), creating)
-        else:
-            # two threads, each with its own Workspace (descriptors, checks) and store handle:
-            # creating a file is CPU in the kernel (ext4's inode allocation, ~0.1-0.7 ms a file
-            # on this machine's ext4 without a journal), which runs without the GIL
-            other: list = []
-            peer = scan_mod._peer(repo)
-
-            def second() -> None:
-                try:
-                    with wsfs.Workspace(repo.workdir, protect=[repo.path], exchange=swap) as ws2:
-                        other.append(_write_jobs(ws2, peer.odb.read, jobs, shares[1], creating))
-                except BaseException as e:  # raised again on the calling thread
-                    other.append(e)
-
-            t = threading.Thread(target=second, name="tc-restore-write", daemon=True)
-            t.start()
+        read = repo.odb.read  # the bytes without a pygit2 object per blob (~15 us less a file)
+        for rel, oid, mode in plan.to_write + plan.to_replace:
             try:
-                results = _write_jobs(ws, repo.odb.read, jobs, shares[0], creating)
-            finally:
-                t.join()
-            if isinstance(other[0], BaseException):
-                raise other[0]
-            results = sorted(results + other[0], key=lambda r: r[0])  # reported in plan order
-        for _i, kind, entry in results:
-            (kept if kind == "kept" else failed).append(entry)
+                kind, data = read(oid)[:2]
+                if kind != pygit2.enums.ObjectType.BLOB:
+                    failed.append({"path": rel, "reason": f"write failed: {str(oid)[:12]} is not a blob"})
+                    continue
+                ws.write(rel, data, int(mode), expect_id=str(oid), create=rel in creating)
+            except wsfs.Unrestorable as e:
+                kept.append({"path": rel, "reason": str(e)})
+            except OSError as e:
+                failed.append({"path": rel, "reason": f"write failed: {e.strerror or e}"})
+            except (KeyError, pygit2.GitError) as e:
+                failed.append({"path": rel, "reason": f"write failed: blob {str(oid)[:12]} unreadable ({e})"})
     if kept:
         gone = {k["path"] for k in kept}
         plan.to_write = [x for x in plan.to_write if x[0] not in gone]
@@ -351,47 +335,6 @@ def apply_plan(repo: pygit2.Repository, plan: Plan, swap: bool | None = None) ->
         plan.to_delete = [x for x in plan.to_delete if x not in gone]
         plan.unrestorable.extend(kept)
     return failed
-
-
-PARALLEL_MIN = 32  # files a plan writes before apply_plan writes them on two threads
-
-
-def _shares(jobs) -> tuple[list[int], list[int]] | None:
-    """The plan's writes (their positions) in two shares of whole directories, about the same
-    number of files each; None: one thread (few files, one core, TC_RESTORE_THREADS=1). A
-    directory's files stay on one thread, in plan order (one Workspace holds its descriptor)."""
-    if len(jobs) < PARALLEL_MIN or (os.cpu_count() or 1) < 2 or os.environ.get("TC_RESTORE_THREADS", "").strip() == "1":
-        return None
-    by_dir: dict[str, list[int]] = {}
-    for i, (rel, _o, _m) in enumerate(jobs):
-        by_dir.setdefault(rel.rpartition("/")[0], []).append(i)
-    if len(by_dir) < 2:
-        return None
-    shares: tuple[list[int], list[int]] = ([], [])
-    for group in sorted(by_dir.values(), key=len, reverse=True):
-        shares[0 if len(shares[0]) <= len(shares[1]) else 1].extend(group)
-    return sorted(shares[0]), sorted(shares[1])
-
-
-def _write_jobs(ws: wsfs.Workspace, read, jobs, which, creating) -> list[tuple[int, str, dict]]:
-    """Write `jobs[i]` for each i of `which` through `ws`: (i, "kept" | "failed", entry) for each
-    path not written."""
-    out: list[tuple[int, str, dict]] = []
-    for i in which:
-        rel, oid, mode = jobs[i]
-        try:
-            kind, data = read(oid)[:2]  # the bytes without a pygit2 object per blob (~15 us less a file)
-            if kind != pygit2.enums.ObjectType.BLOB:
-                out.append((i, "failed", {"path": rel, "reason": f"write failed: {str(oid)[:12]} is not a blob"}))
-                continue
-            ws.write(rel, data, int(mode), expect_id=str(oid), create=rel in creating)
-        except wsfs.Unrestorable as e:
-            out.append((i, "kept", {"path": rel, "reason": str(e)}))
-        except OSError as e:
-            out.append((i, "failed", {"path": rel, "reason": f"write failed: {e.strerror or e}"}))
-        except (KeyError, pygit2.GitError) as e:
-            out.append((i, "failed", {"path": rel, "reason": f"write failed: blob {str(oid)[:12]} unreadable ({e})"}))
-    return out
 
 
 # ---------------------------------------------------------------------------- the transaction
