@@ -363,7 +363,8 @@ def test_native_queue_overflow_means_full_scan(tmp_path):
                 os.utime(a, ns=(i, i))
                 os.utime(b, ns=(i, i))
         a.write_text("changed too\n")
-        time.sleep(0.3)
+        with tree_obj.lock:  # (read now, whatever the reader thread's timing under load)
+            tree_obj._drain()
         assert w.journal.status()["reason"] == "inotify queue overflow", w.journal.status()
         tree, how = w.save("after the overflow")
         assert how == "full" and tree == git_tree(ws, w.eng.store.path), w.journal.status()
@@ -394,7 +395,9 @@ def test_native_watch_limit_means_no_journal(tmp_path, monkeypatch):
 
         monkeypatch.setattr(inotify._native, "inotify_add_watch", no_watches)
         write(ws, "unwatched/a.txt", b"one\n")
-        time.sleep(0.3)
+        tree_obj = w.watcher.roots[w.eng.root].handle
+        with tree_obj.lock:  # its creation read now (not by the reader thread, later, unpatched)
+            tree_obj._drain()
         monkeypatch.undo()
         write(ws, "unwatched/b.txt", b"two\n")  # no notification of this one
         for title in ("full", "still full"):
