@@ -40,6 +40,23 @@ def _restore(w: Watched, **kw) -> tuple[dict, str, str]:
     return r, str(commit.parents[0].tree_id), str(commit.tree_id)
 
 
+def _two_steps(tmp_path: Path) -> tuple[Path, Watched]:
+    """A watched workspace of 10 files saved twice, 5 of them changed in between."""
+    ws = tmp_path / "ws"
+    for i in range(10):
+        write(ws, f"d/f{i}.txt", f"{i}\n".encode())
+    w = Watched(ws)
+    try:
+        w.save("one")
+        for i in range(5):
+            write(ws, f"d/f{i}.txt", b"changed\n")
+        w.save("two")
+    except BaseException:
+        w.stop()
+        raise
+    return ws, w
+
+
 def test_restore_hands_over_its_own_notifications(tmp_path, monkeypatch):
     ws = tmp_path / "ws"
     for i in range(30):
@@ -77,15 +94,8 @@ def test_untrusted_journal_after_the_writes(tmp_path, monkeypatch, when):
     nothing. Untrusted before the restore's snapshot: only the written paths are refreshed, as
     without a journal, and the next save is a full scan; untrusted while its barrier is awaited:
     the restore's snapshot is a full scan. Either way stock git agrees with every tree."""
-    ws = tmp_path / "ws"
-    for i in range(10):
-        write(ws, f"d/f{i}.txt", f"{i}\n".encode())
-    w = Watched(ws)
+    ws, w = _two_steps(tmp_path)
     try:
-        w.save("one")
-        for i in range(5):
-            write(ws, f"d/f{i}.txt", b"changed\n")
-        w.save("two")
         eng = _engine(w)
         from tc_git import restore as restore_mod
 
@@ -270,15 +280,8 @@ def test_files_swapped_unless_notifications_are_slow(tmp_path, monkeypatch, nati
         monkeypatch.setenv("TC_INOTIFY", "off")
     elif not inotify.available():
         pytest.skip("no native inotify here")
-    ws = tmp_path / "ws"
-    for i in range(10):
-        write(ws, f"d/f{i}.txt", f"{i}\n".encode())
-    w = Watched(ws)
+    ws, w = _two_steps(tmp_path)
     try:
-        w.save("one")
-        for i in range(5):
-            write(ws, f"d/f{i}.txt", b"changed\n")
-        w.save("two")
         seen: list = []
         real_init = wsfs.Workspace.__init__
 
