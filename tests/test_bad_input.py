@@ -323,7 +323,8 @@ def test_disk_full_cli(tmp_path):
     assert '"index": 1' in out  # the failed save recorded nothing: the next is step 1
 
 
-def test_read_only_store_and_permission_denied_cli(tmp_path):
+def _one_save_then_a_change(tmp_path):
+    """A task with step 1 saved and a.txt changed since: the next save has work to write."""
     ws = tmp_path / "ws"
     ws.mkdir()
     write(ws, "a.txt", "a\n")
@@ -333,6 +334,11 @@ def test_read_only_store_and_permission_denied_cli(tmp_path):
     write(ws, "a.txt", "changed\n")
     store = ws / ".checkpoints"
     before = dir_fingerprint(store)
+    return ws, store, env, before
+
+
+def test_read_only_store_and_permission_denied_cli(tmp_path):
+    ws, store, env, before = _one_save_then_a_change(tmp_path)
     ran = []
     ns = _userns(["-rm"])
     if ns is not None:  # EROFS: the store bind-mounted read-only
@@ -392,15 +398,7 @@ async def test_read_only_and_permission_denied_over_mcp(tmp_path):
     """The real server started in a namespace where the store is read-only (EROFS), then as an
     unprivileged user who cannot write the objects directory (EACCES): each save is an isError
     with the code and what to do; afterwards the same task saves normally."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    write(ws, "a.txt", "a\n")
-    env = clean_env(TC_GIT="off")
-    assert tc("-C", ws, "init", "t", env=env).returncode == 0
-    assert tc("-C", ws, "save", "one", env=env).returncode == 0
-    write(ws, "a.txt", "changed\n")
-    store = ws / ".checkpoints"
-    before = dir_fingerprint(store)
+    ws, store, env, before = _one_save_then_a_change(tmp_path)
     server = [sys.executable, "-m", "tc_git"]
     ran = []
     ns = _userns(["-rm"])

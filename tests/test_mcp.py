@@ -5,6 +5,7 @@ test_mcp_stdio.py, the drift watcher in test_watch.py.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -240,29 +241,36 @@ async def test_bad_inputs_are_tool_errors_and_server_keeps_answering(server, ws,
         await c.send_ping()
 
 
+@contextlib.contextmanager
+def _lock_held_elsewhere(ws):
+    """The store's lock held by another thread until the block ends or the yielded event is set."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with Store(ws / ".checkpoints", ws).lock():
+            held.set()
+            release.wait(10)
+
+    th = threading.Thread(target=hold)
+    th.start()
+    try:
+        held.wait(5)
+        yield release
+    finally:
+        release.set()
+        th.join()
+
+
 async def test_store_busy_is_a_tool_error(server, ws, monkeypatch):
     monkeypatch.setenv("TC_LOCK_TIMEOUT", "1")
     async with client(server) as c:
         root = str(ws)
         ok(await call(c, "tc_init", root=root, name="t"))
-        held, release = threading.Event(), threading.Event()
-
-        def hold():
-            with Store(ws / ".checkpoints", ws).lock():
-                held.set()
-                release.wait(10)
-
-        th = threading.Thread(target=hold)
-        th.start()
-        try:
-            held.wait(5)
+        with _lock_held_elsewhere(ws):
             t0 = time.monotonic()
             body = err(await call(c, "tc_save", root=root, title="blocked"), "store_busy")
             assert "busy" in body["error"] and time.monotonic() - t0 < 5
             await c.send_ping()
-        finally:
-            release.set()
-            th.join()
         assert ok(await call(c, "tc_save", root=root, title="now"))["index"] == 1
 
 
@@ -274,18 +282,8 @@ async def test_server_answers_while_a_call_waits(server, ws, monkeypatch):
         ok(await call(c, "tc_init", root=root, name="t"))
         write(ws, "f", "1")
         ok(await call(c, "tc_save", root=root, title="one"))
-        held, release = threading.Event(), threading.Event()
-
-        def hold():
-            with Store(ws / ".checkpoints", ws).lock():
-                held.set()
-                release.wait(10)
-
-        th = threading.Thread(target=hold)
-        th.start()
-        held.wait(5)
         results = {}
-        try:
+        with _lock_held_elsewhere(ws) as release:
             async with anyio.create_task_group() as tg:
                 async def blocked():
                     results["save"] = await call(c, "tc_save", root=root, title="two")
@@ -299,9 +297,6 @@ async def test_server_answers_while_a_call_waits(server, ws, monkeypatch):
                 assert ok(r)["head"] == 1
                 assert "save" not in results  # still waiting for the lock
                 release.set()
-        finally:
-            release.set()
-            th.join()
         assert results["show_latency"] < 2
         assert ok(results["save"])["index"] == 2
 
