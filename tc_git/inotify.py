@@ -21,8 +21,10 @@ directory keeps its watches (the kernel's watch follows the inode); walking its 
 them to the new path. A notification read before that carries the old path: noting a path that
 no longer exists is harmless (the snapshot finds it gone). The store's directories (all but its
 `tc/`) and `.git` directories are not watched at all. A watch that cannot be added for lack of
-watches (ENOSPC) makes the journal untrustworthy for good (`on_blind`); a queue overflow makes
-it untrusted once (`on_overflow`) and every directory is walked again for missing watches.
+watches (ENOSPC) makes the journal untrustworthy (`on_blind`) until `rewatch` (tried by the journal
+at a full-scan snapshot, at most once a minute) has found a watch for every directory again; a queue
+overflow makes it untrusted once (`on_overflow`) and every directory is walked again for missing
+watches.
 """
 from __future__ import annotations
 
@@ -97,15 +99,17 @@ class Tree:
         self.root_wd = -2
         self.closed = False
         self.blind = False
+        self.starved = False  # a watch was refused for lack of watches (ENOSPC/ENOMEM): `rewatch` may help
+        self.gone = False  # the workspace directory itself was moved or deleted: nothing helps
         self.events = 0  # notifications read (tests, status)
         self.stopping = threading.Event()
         self.fd = _native.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         try:
             self.root_wd = self._add(b"", root_watch=True)
-            self._walk(b"")
-            if self.store_rel is not None:
+            if self.store_rel is not None:  # (before the walk: a walk short of watches leaves it one)
                 self.tc_wd = self._add(self.store_rel + b"/tc", root_watch=True)
+            self._walk(b"")
         except BaseException:
             self._close()
             raise
@@ -122,6 +126,7 @@ class Tree:
                 raise
             e = exc.errno
             if e in (errno.ENOSPC, errno.ENOMEM):
+                self.starved = True
                 if not self.blind:
                     self.blind = True
                     log.warning("no inotify watch for %s (%s): changes under it are not seen; "
@@ -213,7 +218,26 @@ class Tree:
             self.deliver([os.fsdecode(p) for p in changed])
         return seen
 
+    def rewatch(self, restored: Callable[[], None]) -> bool:
+        """After the watch limit was hit: walk every directory again for a watch (an existing
+        one is returned as it is: no watch is spent twice). If every directory has one now,
+        `restored()` is called, still under the lock, so no refusal read meanwhile can be
+        overtaken by it (changes made before are the caller's full scan's to find). False: still
+        short of watches (no log, no `on_blind` again), closed, or blind for another reason."""
+        with self.lock:
+            if self.closed or self.gone or not self.starved:
+                return False
+            self.starved = False  # (self.blind stays set meanwhile: a refusal is not reported again)
+            self._walk(b"")
+            if self.starved:
+                return False
+            self.blind = False
+            log.info("inotify watches for every directory below %s again", os.fsdecode(self.root))
+            restored()
+            return True
+
     def _root_gone(self) -> None:
+        self.gone = True
         if not self.blind:
             self.blind = True
             self.on_blind("the workspace directory was moved or deleted")

@@ -20,18 +20,25 @@ The journal is trusted only when it has seen every change since the last snapsho
 - no notification was lost: more than MAX_PATHS pending paths, an overflow reported by the
   observer, a `.gitignore` change (which can change what every path means), or any failure of
   the watcher marks it untrusted.
-Untrusted means one full scan, after which the journal is trusted again.
+Untrusted means one full scan, after which the journal is trusted again. A failed watch is not
+trusted again, except after the watch limit (inotify's ENOSPC): a full-scan snapshot at least
+REWATCH_AFTER seconds after the last attempt asks the watch for every directory again, and once
+that succeeds the next full scan makes the journal trusted.
 """
 from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 
 from . import handles
 
 MAX_PATHS = int(os.environ.get("TC_JOURNAL_MAX", "20000"))
+# seconds between attempts to watch every directory again after the watch limit was hit (each walks
+# the workspace's directories; only a snapshot that is a full scan anyway makes one)
+REWATCH_AFTER = float(os.environ.get("TC_REWATCH_AFTER", "60"))
 
 
 def index_marker(store_path) -> tuple | None:
@@ -70,7 +77,10 @@ class Journal:
         self.nested: dict = {}
         self.epoch = 0  # bumped whenever it stops being trustworthy
         self.begun = -1  # the epoch the running snapshot began in
-        self.broken = False  # the watch itself failed: never trusted again
+        self.broken = False  # the watch itself failed: never trusted again (but see `rewatch`)
+        # tc_git/inotify.py's Tree.rewatch: after the watch limit, watch every directory again
+        self.rewatch: Callable[[Callable[[], None]], bool] | None = None
+        self.failed_at = 0.0  # monotonic time of the failure or of the last attempt to rewatch
         self.refreshes = 0  # snapshots served from the journal (tests, status)
         self.full = 0
         # tc_git/inotify.py's Tree.sync: reads the notifications up to the barrier on the caller's
@@ -124,6 +134,9 @@ class Journal:
     # ------------------------------------------------------------------ the snapshot's side
     def begin(self, store_path) -> list[str] | None:
         """The paths to refresh, or None for a full scan. Events from now on go to the next one."""
+        if self.broken and self.rewatch is not None and time.monotonic() - self.failed_at >= REWATCH_AFTER:
+            self.failed_at = time.monotonic()
+            self.rewatch(self._watched_again)  # (success: untrusted in a new epoch, scanned below)
         with self.lock:
             self.begun = self.epoch
         if not self.trusted or self.barrier is None:
@@ -209,7 +222,15 @@ class Journal:
     def fail(self, reason: str) -> None:
         with self.lock:
             self.broken = True
+            self.failed_at = time.monotonic()
             self._untrust(reason)
+
+    def _watched_again(self) -> None:
+        """Every directory is watched again (called by the watch under its lock, before the full
+        scan that follows): what changed before is that scan's to find, what changes after is noted."""
+        with self.lock:
+            self.broken = False
+            self._untrust("watched again after the inotify watch limit: one full scan")
 
     def status(self) -> dict:
         with self.lock:

@@ -125,6 +125,7 @@ class DriftWatcher:
             st.handle, st.observer = self._schedule_locked(st)
             if st.observer is NATIVE:
                 st.journal.slow_notifications = False
+                st.journal.rewatch = st.handle.rewatch  # (after the watch limit: tc_git/journal.py)
                 if st.journal.barrier is not None:
                     st.journal.sync = st.handle.sync  # the barrier read on the snapshot's thread
             elif st.observer is not self.observer or self.mode == "poll":

@@ -377,10 +377,13 @@ def test_native_queue_overflow_means_full_scan(tmp_path):
 
 def test_native_watch_limit_means_no_journal(tmp_path, monkeypatch):
     """No inotify watch left for a new directory (ENOSPC): changes below it would be missed, so
-    the journal is never trusted again in this server; saves are full scans and stay right."""
+    the journal is not trusted while watches are short; saves are full scans and stay right. A
+    full-scan save once journal.REWATCH_AFTER has passed walks for watches again: still refused,
+    nothing changes; granted, the journal comes back after one full scan and sees the directory
+    that had none. (tests/test_watch_limit.py: the same under a real kernel limit.)"""
     import errno
 
-    from tc_git import inotify
+    from tc_git import inotify, journal
 
     w = _native_watched(tmp_path)
     try:
@@ -388,8 +391,11 @@ def test_native_watch_limit_means_no_journal(tmp_path, monkeypatch):
         w.save("first")
         real = inotify._native.inotify_add_watch
 
+        refused = []
+
         def no_watches(fd, path, mask):  # the user's inotify watches used up
             if path.endswith(b"/unwatched"):
+                refused.append(path)
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             return real(fd, path, mask)
 
@@ -398,12 +404,25 @@ def test_native_watch_limit_means_no_journal(tmp_path, monkeypatch):
         tree_obj = w.watcher.roots[w.eng.root].handle
         with tree_obj.lock:  # its creation read now (not by the reader thread, later, unpatched)
             tree_obj._drain()
-        monkeypatch.undo()
         write(ws, "unwatched/b.txt", b"two\n")  # no notification of this one
         for title in ("full", "still full"):
             tree, how = w.save(title)
             assert how == "full" and tree == git_tree(ws, w.eng.store.path), w.journal.status()
         assert "no inotify watch" in w.journal.status()["reason"]
+        monkeypatch.setattr(journal, "REWATCH_AFTER", 0.0)
+        before = len(refused)
+        tree, how = w.save("tried again, still refused")
+        assert len(refused) == before + 1  # (the walk asked again)
+        assert how == "full" and "no inotify watch" in w.journal.status()["reason"] and w.journal.broken
+        monkeypatch.undo()  # watches to be had again
+        monkeypatch.setattr(journal, "REWATCH_AFTER", 0.0)
+        write(ws, "unwatched/c.txt", b"three\n")
+        tree, how = w.save("watched again")
+        assert how == "full" and tree == git_tree(ws, w.eng.store.path) and not w.journal.broken, w.journal.status()
+        write(ws, "unwatched/d.txt", b"four\n")  # seen by the new watch
+        tree, how = w.save("journal again")
+        assert how == "journal" and tree == git_tree(ws, w.eng.store.path), w.journal.status()
+        assert "unwatched/d.txt" in w.eng.repo[tree]
     finally:
         w.stop()
 
