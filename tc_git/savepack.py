@@ -12,8 +12,8 @@ Crash safety, stock `git fsck` the judge: nothing names an object before `finish
 killed save leaves a `tmp-tc-*` file (removed after packwriter.STALE seconds) or a `.pack`
 without its `.idx` (invisible to git and libgit2, which find packs by their `.idx`; settled by a
 later consolidation once stale: `_settle_orphan`). Durability: a save's pack is fsync'd only
-with TC_RESTORE_FSYNC=all (as the restore's files and journal; libgit2's loose objects never
-are), so a power loss may take the last saves but nothing older; a consolidation's pack always
+with TC_RESTORE_FSYNC=all (as the restore's files and journal, and then libgit2's loose objects
+and refs: store.fsync_gitdir), so a power loss may take the last saves but nothing older; a consolidation's pack always
 is (with the directory), before the packs it replaces are unlinked.
 
 Packs stay few: once more than MAX_SMALL packs below SMALL_BYTES hold only whole objects (what

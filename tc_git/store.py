@@ -21,6 +21,7 @@ from .discover import store_dir, user_path
 from .errors import BadInput, StoreBusy, UnsafeRoot
 from .fsutil import atomic_write  # noqa: F401  (re-exported: engine, handoff)
 from .refs import POINTER_FILE, STORE_DIRNAME, STORE_HEAD_REF  # noqa: F401  (re-exported)
+from .wsfs import fsync_setting
 
 IDENTITY = ("tc-git", "tc-git@localhost")
 ATTRIBUTES = "* -text -filter -ident -working-tree-encoding -eol\n"
@@ -28,6 +29,22 @@ ATTRIBUTES = "* -text -filter -ident -working-tree-encoding -eol\n"
 # libgit2 refuses repositories owned by another uid (bind mounts, containers); the store is
 # ours by construction, so the check only gets in the way.
 pygit2.option(Option.SET_OWNER_VALIDATION, 0)
+
+_FSYNC_GITDIR: bool | None = None  # libgit2's process-wide fsync setting as last set here
+
+
+def fsync_gitdir() -> bool:
+    """With TC_RESTORE_FSYNC=all libgit2 fsyncs what it writes in a store: each loose object
+    (commits, trees and notes of saves and restore points) and its fan-out directory, each ref
+    and its directory, the index, packs it indexes. Otherwise nothing of it is synced, as git
+    does by default. The setting is libgit2's, process-wide, like the variable it follows (a
+    restore's files and journal and a save's pack are synced by tc-git itself with it)."""
+    global _FSYNC_GITDIR
+    want = fsync_setting() == "all"
+    if want != _FSYNC_GITDIR:
+        pygit2.option(Option.ENABLE_FSYNC_GITDIR, want)
+        _FSYNC_GITDIR = want
+    return want
 
 
 def check_root(root: str | os.PathLike) -> Path:
@@ -286,6 +303,7 @@ class Store:
         try:
             self._remove_stale_git_locks()
             self._refresh_handle()
+            self._sync_refs_as_set(fsync_gitdir())
             yield
         finally:
             self._lock_depth = 0
@@ -297,6 +315,15 @@ class Store:
             else:
                 handles.flush(self._repo)  # (a dirty index never outlives the lock it was made under)
                 lockfile.release(fd)
+
+    def _sync_refs_as_set(self, want: bool) -> None:
+        """libgit2 reads its fsync setting for refs once, when a handle's ref database is
+        loaded (loose objects: at each write): a handle kept from a call made under the other
+        setting gets a new ref database (~20 us, only when the setting changed)."""
+        repo = self._repo
+        if repo is not None and getattr(repo, "_tc_refs_fsync", False) != want:
+            repo.set_refdb(pygit2.Refdb.open(repo))
+            repo._tc_refs_fsync = want  # type: ignore[attr-defined]
 
     def _remove_stale_git_locks(self) -> None:
         for name in ("index.lock", "packed-refs.lock", "config.lock", "HEAD.lock"):
