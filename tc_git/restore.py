@@ -287,7 +287,9 @@ def screen(plan: Plan, root: str | None = None, rules: str | None = None) -> Pla
     return plan
 
 
-_RENAME = threading.local()  # .over: restore.apply's choice for the apply_plan it calls
+# restore.apply's choices for the apply_plan it calls (a thread-local: tests wrap apply_plan):
+# .over (rename over, see there), .trust (keep what is written: .written, a snapshot.Written)
+_RENAME = threading.local()
 
 
 def apply_plan(repo: pygit2.Repository, plan: Plan, swap: bool | None = None) -> list[dict]:
@@ -315,13 +317,17 @@ def apply_plan(repo: pygit2.Repository, plan: Plan, swap: bool | None = None) ->
         ws.prune(parents)
         creating = {x[0] for x in plan.to_write}
         read = repo.odb.read  # the bytes without a pygit2 object per blob (~15 us less a file)
-        for rel, oid, mode in plan.to_write + plan.to_replace:
+        rows = plan.to_write + plan.to_replace
+        written = snapshot_mod.Written(rows) if getattr(_RENAME, "trust", False) else None
+        for i, (rel, oid, mode) in enumerate(rows):
             try:
                 kind, data = read(oid)[:2]
                 if kind != pygit2.enums.ObjectType.BLOB:
                     failed.append({"path": rel, "reason": f"write failed: {str(oid)[:12]} is not a blob"})
                     continue
-                ws.write(rel, data, int(mode), expect_id=str(oid), create=rel in creating)
+                st = ws.write(rel, data, int(mode), expect_id=str(oid), create=rel in creating)
+                if written is not None and st is not None:
+                    written.add(i, st)
             except wsfs.Unrestorable as e:
                 kept.append({"path": rel, "reason": str(e)})
             except OSError as e:
@@ -334,6 +340,8 @@ def apply_plan(repo: pygit2.Repository, plan: Plan, swap: bool | None = None) ->
         plan.to_replace = [x for x in plan.to_replace if x[0] not in gone]
         plan.to_delete = [x for x in plan.to_delete if x not in gone]
         plan.unrestorable.extend(kept)
+    if written is not None:
+        _RENAME.written = written
     return failed
 
 
@@ -499,16 +507,21 @@ def apply(ws: Workspace, tl: Timeline, head: Entry, target: Entry, snap: Snapsho
         # 2nd/3rd restores 103-144 ms renamed against 115-159 swapped); read natively
         # (journal.slow_notifications False) the swap wins, as without a watcher
         _RENAME.over = ws.journal is not None and ws.journal.slow_notifications
+        _RENAME.trust, _RENAME.written = True, None
         try:
             failed = apply_plan(repo, plan)
+            written = _RENAME.written
         finally:
-            _RENAME.over = False
+            _RENAME.over = _RENAME.trust = False
+            _RENAME.written = None
         # 3. what is on disk now, as the restore commit
         # only what the plan touched can differ from `snap`: a full walk again costs ~0.2 s at 50k
         moved = touched(plan)
         target_tree = repo[target.oid].peel(pygit2.Commit).tree
+        # the files it wrote are not read again where they provably hold what was written
+        # (snapshot.Written): an import into an empty workspace wrote every file of its tree
         with snapshot_mod.fenced(fs_fence(ws.store) if moved else None), \
-                expected_after(plan, failed, sel, snap.tree, target_tree.id):
+                expected_after(plan, failed, sel, snap.tree, target_tree.id), snapshot_mod.trusting(written):
             if sel:  # a full walk: the check below must see paths outside the selection too
                 after = ws.snapshot(task)
             else:

@@ -243,6 +243,8 @@ class _Run:
         self._path_at = _native.index_path_reader(self.idx)  # i -> raw path of the i-th entry
         self._odb: pygit2.Odb | None = None
         self._misses = 0  # odb_has misses in a row
+        self.written: Written | None = getattr(_TRUST, "written", None)  # see `trusting`
+        self.trusted = 0  # files taken from `written`, unread
 
     # ------------------------------------------------------------------ finding candidates
     def diff_candidates(self) -> list[str] | None:
@@ -460,6 +462,10 @@ class _Run:
             verdict = self.policy_path(rel, st)
             if verdict is not None:
                 return self._leave(rel, verdict)
+            if self.written is not None:
+                known = self.written.lookup(rel, st)
+                if known is not None:
+                    return self._known(rel, st, known[0])
             try:
                 data = _read_link(full, st) if stat_mod.S_ISLNK(st.st_mode) else _read_once(full, st)
             except OSError as e:
@@ -521,6 +527,20 @@ class _Run:
                 oid = pygit2.hash(data)
                 if not self.odb_has(oid):
                     oid = self.repo.create_blob(data)
+                self._index_add(rel, oid, st)
+                self.edits[rel] = (oid, _git_mode(st))
+            self.changed += 1
+        except (pygit2.GitError, ValueError, OverflowError) as e:  # e.g. a name git cannot store
+            self._leave(rel, Left(rel, "special", f"cannot be stored: {e}", st.st_size, st.st_mtime))
+
+    def _known(self, rel: str, st, oid: pygit2.Oid) -> None:
+        """`rel` holds blob `oid` of the store (trusting): indexed as _store would, unread."""
+        self.trusted += 1
+        try:
+            if self.writer is not None:
+                self.pending_recs += oid.raw + _LiteStat.pack(st)  # (the blob is in the store's packs)
+                self.pending.append(rel)
+            else:
                 self._index_add(rel, oid, st)
                 self.edits[rel] = (oid, _git_mode(st))
             self.changed += 1
@@ -900,6 +920,64 @@ def expecting(base: pygit2.Oid, edits: dict, tree: pygit2.Oid):
         yield
     finally:
         _EXPECT.known = None
+
+
+class Written:
+    """What a restore wrote (restore.apply_plan), for its snapshot after: for each regular file
+    the blob id and mode the plan put there and its lstat right after it was put in place
+    (wsfs.Workspace.write: the inode written, with the write's size and mtime). 32 bytes a file
+    in one buffer plus one dict entry (an import writes 50k files: issue 14's memory bound)."""
+
+    _REC = struct.Struct("<QQqq")
+
+    def __init__(self, rows: list):
+        self.rows = rows  # (path, blob id, mode), as apply_plan writes them
+        self.at: dict[str, int] = {}  # path -> row
+        self.stats = bytearray(self._REC.size * len(rows))
+
+    def add(self, i: int, st) -> None:
+        self._REC.pack_into(self.stats, i * self._REC.size, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        self.at[self.rows[i][0]] = i
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    def lookup(self, rel: str, st) -> tuple[pygit2.Oid, int] | None:
+        """(blob id, mode) when the file at `rel`, as lstat'ed now (`st`), provably still holds
+        what the restore wrote: the very stat data it had once in place (inode, size, mtime of
+        the write, ctime), the mode planned, and that ctime later than the mtime. The rename
+        (or swap) that put the file in place set its ctime after the write, so any write since
+        (another process's, even in the same clock tick as the rename) set the mtime to at
+        least that ctime, and any change at all moves the ctime (a write whose mtime was put
+        back too). Where the file system's clock did not tick between the write and the rename
+        (coarse timestamps) nothing is proven: None, and the file is read as any other. The
+        temporary before the rename is wsfs's to check (its stat data, as before)."""
+        i = self.at.get(rel)
+        if i is None:
+            return None
+        ino, size, mtime, ctime = self._REC.unpack_from(self.stats, i * self._REC.size)
+        _rel, oid, mode = self.rows[i]
+        if (st.st_ino != ino or st.st_size != size or st.st_mtime_ns != mtime or st.st_ctime_ns != ctime
+                or ctime <= mtime or not stat_mod.S_ISREG(st.st_mode) or _git_mode(st) != int(mode)):
+            return None
+        return oid, int(mode)
+
+
+_TRUST = threading.local()
+
+
+@contextlib.contextmanager
+def trusting(written: Written | None):
+    """Snapshots taken in this block (on this thread) take each file `written` names, if it
+    provably still holds what was written (Written.lookup), with the id written, without
+    reading it again: the path and mode policy still judge it, its content is the store's blob
+    already (a restore's target, an import's tree). Stat data are the lstat's of the snapshot
+    itself, smudged against its fence as any entry's."""
+    _TRUST.written = written
+    try:
+        yield
+    finally:
+        _TRUST.written = None
 
 
 def _ignored(repo: pygit2.Repository, rel: str) -> bool:

@@ -515,11 +515,14 @@ class Workspace:
                 raise uncaptured from None
             raise
 
-    def write(self, rel: str, data: bytes, mode: int, expect_id: str | None = None, create: bool = False) -> None:
+    def write(self, rel: str, data: bytes, mode: int, expect_id: str | None = None, create: bool = False):
         """Put `data` at `rel` (a regular file, executable or not, or a symlink to `data`),
         atomically, verified before the rename. `create`: the plan found nothing there, so
         whatever appeared since (not captured, not in the restore point) is not replaced
-        (Unrestorable), checked just before the rename."""
+        (Unrestorable), checked just before the rename. Returns the lstat of a regular file
+        right after it was put in place, when it is still the inode written, with the size and
+        mtime of the write (the restore's snapshot after trusts it: snapshot.Written); else
+        None (a link, or a file someone else wrote already)."""
         self.check(rel, mode)
         if expect_id is not None and blob_id(data) != str(expect_id):
             raise Refused(errno.EIO, f"the store's blob {str(expect_id)[:12]} does not hash to its id: not written")
@@ -600,6 +603,12 @@ class Workspace:
                 raise
             made = False
             self._note(parent, name, True)
+            if mode == pathsafe.MODE_LINK:
+                return None
+            # the file as placed: still our inode, size and mtime (else someone wrote it already)
+            placed = self.ops.stat(name, fd)
+            same = (placed.st_ino, placed.st_size, placed.st_mtime_ns) == (wst.st_ino, wst.st_size, wst.st_mtime_ns)
+            return placed if same and stat_mod.S_ISREG(placed.st_mode) else None
         finally:
             if made:
                 try:
