@@ -594,9 +594,15 @@ class Workspace:
                     pass
             ours = wst.st_ino if mode != pathsafe.MODE_LINK else self.ops.stat(tmp, fd).st_ino
             try:
-                if not (self.exchange and mode != pathsafe.MODE_LINK and st is not None
-                        and not stat_mod.S_ISDIR(st.st_mode) and self._swap(tmp, name, fd, parent, ours)):
-                    self._rename(tmp, name, fd, parent, create, ours)
+                swap = (self.exchange and mode != pathsafe.MODE_LINK and st is not None
+                        and not stat_mod.S_ISDIR(st.st_mode))
+                if not (swap and self._swap(tmp, name, fd, parent, ours)):
+                    # nothing at the name (gone since the plan, or since the lstat above: the swap
+                    # found none): placed as a creation is, never over what appears meanwhile and
+                    # taken back if the parent moved (a plain rename left it in the moved directory,
+                    # at a path it never had: test_race_moved)
+                    vacant = st is None or (swap and self._absent(name, fd))
+                    self._rename(tmp, name, fd, parent, create, ours, vacant=vacant)
             except Refused as e:
                 stale = e.errno == errno.ESTALE
                 made = made and not getattr(e, "keep", False)  # `tmp` is someone else's file then
@@ -632,14 +638,23 @@ class Workspace:
             return None
         return f"{parent}/ was moved or replaced while the restore wrote into it"
 
-    def _rename(self, tmp: str, name: str, fd, parent: str, create: bool, ours: int) -> None:
-        """The rename into place (a new file, a link, or no exchange). A creation never replaces
-        what appeared meanwhile (RENAME_NOREPLACE where there is one: Unrestorable) and is taken
-        back if the parent moved; a rename over a file can only report that. Raises Refused."""
+    def _absent(self, name: str, fd) -> bool:
+        try:
+            self.ops.stat(name, fd)
+            return False
+        except FileNotFoundError:
+            return True
+
+    def _rename(self, tmp: str, name: str, fd, parent: str, create: bool, ours: int, vacant: bool = False) -> None:
+        """The rename into place (a new file, a link, or no exchange). A creation, or a file whose
+        name was found `vacant`, never replaces what appeared meanwhile (RENAME_NOREPLACE where
+        there is one: Unrestorable) and is taken back if the parent moved; a rename over a file
+        can only report that. Raises Refused."""
         from . import _native
 
         try:
-            excl = create and self.ops.kind == "fd" and _native.renameat2(fd, tmp, fd, name, _RENAME_NOREPLACE)
+            excl = (create or vacant) and self.ops.kind == "fd" and \
+                _native.renameat2(fd, tmp, fd, name, _RENAME_NOREPLACE)
         except FileExistsError:
             raise Unrestorable(_APPEARED) from None
         if not excl:

@@ -99,6 +99,42 @@ def test_directory_moved_right_before_the_rename(tmp_path, monkeypatch, layer, t
     fsck(ws / ".checkpoints")
 
 
+@pytest.mark.parametrize("works", [True, False], ids=["then works there", "only moves"])
+def test_file_deleted_then_directory_moved_right_before_the_rename(tmp_path, monkeypatch, works):
+    """A file the plan replaces is deleted by another process, which then moves its directory
+    (and perhaps writes the file anew there) right before the restore's swap. The swap finds no
+    file, so the restore falls back to a rename: a plain rename replaced whatever was at the
+    name in the moved directory (that process's newest work, in no restore point) or left the
+    restored content there, at a path it never had (test_churn's failure). The fallback places
+    the file as a creation does (RENAME_NOREPLACE, taken back after a move)."""
+    monkeypatch.setenv("TC_WSFS", "fd")
+    if not _native.has_renameat2():
+        pytest.skip("no renameat2 here (or TC_NATIVE=off)")
+    ws = tmp_path / "ws"
+    eng = _engine(ws)
+
+    def delete_move_and_work():
+        os.unlink(ws / "x/sub/f.txt")
+        os.rename(ws / "x", ws / "moved")
+        if works:
+            write(ws, "moved/sub/f.txt", b"its newest work\n")
+
+    hits = _interfere(monkeypatch, "f.txt", delete_move_and_work)
+    r = eng.restore(index=1, apply=True)
+    monkeypatch.undo()
+    assert hits == ["f.txt"], hits
+    assert (ws / "keep.txt").read_bytes() == b"keep at step 1\n"
+    reasons = {f["path"]: f["reason"] for f in r["failed"] + r["plan"]["unrestorable"]}
+    assert "x/sub/f.txt" in reasons and r["applied"] is not bool(r["failed"]), r
+    moved = ws / "moved/sub/f.txt"
+    assert (moved.read_bytes() if moved.exists() else None) == (b"its newest work\n" if works else None), reasons
+    assert sorted(p.name for p in (ws / "moved").rglob(".*.tc-*")) == []
+    s = eng.save("after")
+    tree = eng.repo[s["commit"]].tree
+    assert ("moved/sub/f.txt" in tree) is works
+    fsck(ws / ".checkpoints")
+
+
 def test_a_directory_that_appears_where_the_file_goes_is_put_back(tmp_path, monkeypatch):
     """The swap with whatever is at the name: a directory that appeared there after the checks
     is swapped back, not left under the temporary name (and the path is `failed`)."""
