@@ -44,7 +44,7 @@ from typing import BinaryIO
 
 import pygit2
 
-from . import handles
+from . import _native, handles
 from .packwriter import _REC, STALE, _compress, _remove_stale, discard, index_file, object_header, seal
 from .wsfs import fsync_setting
 
@@ -394,6 +394,10 @@ def _sync_dir(d: str) -> None:
 
 
 _LEFT_ALONE: set[tuple] = set()  # orphans that could not be proven redundant, by identity: not parsed again
+# an orphan above SMALL_BYTES is indexed by libgit2's indexer (git index-pack's way), streamed from
+# the file; above this it is left alone (indexing it would hold the save's lock for too long)
+ORPHAN_INDEX_MAX = int(os.environ.get("TC_ORPHAN_INDEX_MAX_MB", "1024")) << 20
+LEFT_ALONE_FILE = "orphans-left-alone.json"  # in the store's tc/: large orphans the indexer refused
 
 
 def _settle_orphan(repo: pygit2.Repository, path: str) -> None:
@@ -403,14 +407,19 @@ def _settle_orphan(repo: pygit2.Repository, path: str) -> None:
     STALE seconds, ctime included: not a live writer's) it is parsed: every entry a whole object
     whose bytes hash to its id, it is removed when each of those objects is elsewhere in the
     store, and otherwise gets its `.idx` back (the objects are visible again: nothing lost). One
-    that cannot be parsed so (deltas, damage, larger than SMALL_BYTES, a name that is not its
-    checksum) is left as it is (runbook: `git index-pack` it or remove it)."""
+    that cannot be parsed so (deltas, damage, a name that is not its checksum) is left as it is
+    (runbook: `git index-pack` it or remove it). One larger than SMALL_BYTES goes through
+    `_index_orphan` instead."""
     try:
         st = os.lstat(path)
     except OSError:
         return
     key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     if key in _LEFT_ALONE or time.time() - max(st.st_mtime, st.st_ctime) <= STALE:
+        return
+    if stat_mod.S_ISREG(st.st_mode) and st.st_size > SMALL_BYTES:
+        if not _index_orphan(repo, path, st):
+            _LEFT_ALONE.add(key)
         return
     data = _read_regular(path, SMALL_BYTES)
     got = _scan(data) if data is not None else None
@@ -427,3 +436,56 @@ def _settle_orphan(repo: pygit2.Repository, path: str) -> None:
         os.replace(tmp, path[:-5] + ".idx")
     finally:
         discard(tmp)
+
+
+def _index_orphan(repo: pygit2.Repository, path: str, st: os.stat_result) -> bool:
+    """A stale orphan larger than SMALL_BYTES, fed to libgit2's indexer (`git_odb_write_pack`,
+    as `git index-pack` would: every object inflated and hashed, deltas resolved, a thin pack's
+    bases taken from the store) in 1 MiB reads: memory grows with its objects, not its bytes.
+    Committed, the indexer has written the pack and its `.idx` under the pack's checksum: the
+    orphan's own name (it has its index now), or, when it was thin or misnamed, another pack
+    holding all of it (the orphan is then removed). Nothing is dropped unless the indexer kept
+    all of it. False (left alone, and remembered in the store so no later process pays for it
+    again): damaged, truncated, a base missing, not a regular file, larger than
+    ORPHAN_INDEX_MAX, no native indexer (TC_NATIVE=off)."""
+    tag = f"{os.path.basename(path)} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}"
+    left_file = os.path.join(repo.path, "tc", LEFT_ALONE_FILE)
+    left = _read_left_alone(left_file)
+    if tag in left or st.st_size > ORPHAN_INDEX_MAX or not _native.has(_native.INDEXER):
+        return False
+    try:
+        fd = os.open(path, _RD_FLAGS)
+    except OSError:
+        return False
+    try:
+        f = os.fstat(fd)
+        if not stat_mod.S_ISREG(f.st_mode) or (f.st_ino, f.st_size) != (st.st_ino, st.st_size):
+            return False
+        with _native.PackSink(repo) as sink:
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                sink.append(chunk)
+            sink.commit()
+    except (OSError, _native.GitCallError):
+        from .fsutil import atomic_write
+
+        try:  # (a list of names: bounded by the orphans someone left, each named once)
+            atomic_write(left_file, "\n".join(sorted(left | {tag})).encode() + b"\n")
+        except OSError:
+            pass
+        return False
+    finally:
+        os.close(fd)
+    if not os.path.exists(path[:-5] + ".idx"):
+        discard(path)  # every object of it is in the pack the indexer wrote
+    return True
+
+
+def _read_left_alone(path: str) -> set[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return {ln for ln in f.read().splitlines() if ln}
+    except OSError:
+        return set()
