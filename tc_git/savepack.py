@@ -471,8 +471,10 @@ def _index_orphan(repo: pygit2.Repository, path: str, st: os.stat_result) -> boo
     except (OSError, _native.GitCallError):
         from .fsutil import atomic_write
 
-        try:  # (a list of names: bounded by the orphans someone left, each named once)
-            atomic_write(left_file, "\n".join(sorted(left | {tag})).encode() + b"\n")
+        here = os.path.dirname(path)  # (orphans gone since are forgotten: the list stays as long as what is left)
+        keep = {t for t in left if os.path.lexists(os.path.join(here, t.split(" ", 1)[0]))} | {tag}
+        try:
+            atomic_write(left_file, "\n".join(sorted(keep)).encode() + b"\n")
         except OSError:
             pass
         return False

@@ -144,9 +144,18 @@ def test_large_orphan_that_cannot_be_indexed_is_left_as_it_is(store, tmp_path, m
     if kind == "over-the-limit" or not _native.has(_native.INDEXER):
         return
     # remembered in the store: a later process does not feed it to the indexer again
+    (s / "tc" / savepack.LEFT_ALONE_FILE).write_text(left.read_text() + "pack-gone.pack 1 2 3 4\n")
     assert orphan.name in left.read_text()
     savepack._LEFT_ALONE.clear()
     calls = []
     monkeypatch.setattr(_native, "PackSink", lambda *a, **k: calls.append(a) or pytest.fail("indexed again"))
     savepack.consolidate(pygit2.Repository(str(s)), max_small=100)
     assert calls == [] and orphan.read_bytes() == before
+    # another refusal rewrites the list without the orphan that is gone
+    other = orphan.with_name("pack-" + "2" * 40 + ".pack")
+    other.write_bytes(b"PACK" + os.urandom(9 << 20))
+    monkeypatch.undo()
+    monkeypatch.setattr(savepack, "STALE", -1)
+    savepack.consolidate(pygit2.Repository(str(s)), max_small=100)
+    names = {ln.split()[0] for ln in left.read_text().splitlines()}
+    assert names == {orphan.name, other.name} and other.exists()
