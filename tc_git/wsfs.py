@@ -355,9 +355,11 @@ class Workspace:
 
     def _unmoved(self, rel_dir: str) -> None:
         """Right before a rename or unlink: the parent must still be at its path, or the change
-        would land where someone else moved the directory (Refused, nothing changed)."""
+        would land where someone else moved the directory (Refused, nothing changed). The
+        caller forgets the parent's descriptor once it is done with it (a write first removes
+        its temporary through it: closed here, the temporary stayed in the moved directory, and
+        on two threads the other could reuse the number for a directory of its own)."""
         if rel_dir and not self._still_at(rel_dir):
-            self._forget(rel_dir)
             raise Refused(errno.ESTALE, f"{rel_dir}/ was moved or replaced while the restore ran: left as it is")
 
     def _open_child(self, part: str, fd, nxt: str):
@@ -439,7 +441,11 @@ class Workspace:
             return False
         if stat_mod.S_ISDIR(st.st_mode):
             raise Refused(errno.EISDIR, "is now a directory: left as it is")
-        self._unmoved(parent)
+        try:
+            self._unmoved(parent)
+        except Refused:
+            self._forget(parent)
+            raise
         # as for a write (_moved): renamed aside first, so that a file in a directory another
         # process moved meanwhile (its newest work, perhaps) is put back, not deleted there
         gone = f".{name[:80]}.tc-{secrets.token_hex(6)}"
@@ -544,6 +550,10 @@ class Workspace:
             # directories (a file in it was not captured, so it stays)
             sub = f"{parent}/{name}" if parent else name
             self.open_dir(sub)
+            if self._fds.get(parent) != fd:
+                # resolving `sub` closed the parent's descriptor (moved meanwhile, or the cache
+                # trimmed): `fd` is not to be used again (another thread may hold its number)
+                raise Refused(errno.ESTALE, f"{parent}/ was moved or replaced while the restore ran: left as it is")
             if self._nested[sub]:
                 raise Unrestorable(f"{sub}/ is a nested git repository: left as it is")
             self._forget(sub)
@@ -576,7 +586,11 @@ class Workspace:
                     os.close(wfd)
                 if size != len(data):
                     raise Refused(errno.EIO, f"short write: {size} of {len(data)} bytes: not written")
-            self._unmoved(parent)
+            try:
+                self._unmoved(parent)
+            except Refused:
+                stale = True  # (its descriptor is forgotten after the temporary is removed)
+                raise
             if mode != pathsafe.MODE_LINK:
                 # a process that rewrites every file it finds (a formatter, `sed -i` over a tree)
                 # may have rewritten or replaced the temporary: then its bytes are not the plan's

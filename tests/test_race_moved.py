@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 
+import pygit2
 import pytest
 from conftest import fsck, write
 
@@ -132,6 +133,40 @@ def test_file_deleted_then_directory_moved_right_before_the_rename(tmp_path, mon
     s = eng.save("after")
     tree = eng.repo[s["commit"]].tree
     assert ("moved/sub/f.txt" in tree) is works
+    fsck(ws / ".checkpoints")
+
+
+def test_directory_moved_while_the_temporary_is_written(tmp_path, monkeypatch):
+    """Another process moves the directory while the restore writes a file's temporary into it
+    (through the directory's descriptor: the temporary goes with it). The check before the
+    rename refuses the path; the temporary is removed from the moved directory (before, the
+    descriptor was closed first and the removal failed: the temporary, the restored content
+    under a hidden name, stayed there and the next save recorded it: test_churn's 'content it
+    never had' at a `.<name>.tc-<hex>` path). (Full-path writes, TC_WSFS=paths, cannot follow a
+    moved directory: there the temporary stays, as after a kill; runbook.)"""
+    monkeypatch.setenv("TC_WSFS", "fd")
+    ws = tmp_path / "ws"
+    eng = _engine(ws)
+    real = wsfs._write_all
+    hits: list = []
+
+    def write_all(fd, data):
+        real(fd, data)
+        if bytes(data) == b"f at step 1\n" and not hits:
+            os.rename(ws / "x", ws / "moved")
+            hits.append(1)
+
+    monkeypatch.setattr(wsfs, "_write_all", write_all)
+    r = eng.restore(index=1, apply=True)
+    monkeypatch.undo()
+    assert hits, "the interference point was never reached"
+    reasons = {f["path"]: f["reason"] for f in r["failed"]}
+    assert "moved or replaced" in reasons.get("x/sub/f.txt", ""), r
+    assert (ws / "moved/sub/f.txt").read_bytes() == b"f edited, unsaved\n"
+    assert sorted(str(p.relative_to(ws)) for p in ws.rglob(".*.tc-*")) == []
+    s = eng.save("after")
+    tree = eng.repo[s["commit"]].peel(pygit2.Commit).tree
+    assert tree["moved/sub"].type_str == "tree" and [e.name for e in eng.repo[tree["moved/sub"].id]] == ["f.txt"]
     fsck(ws / ".checkpoints")
 
 
