@@ -17,8 +17,16 @@ import pygit2
 import pytest
 from conftest import fsck, write
 
-from tc_git import _native, wsfs
+from tc_git import _native, restore, wsfs
 from tc_git.engine import Engine
+
+
+@pytest.fixture(autouse=True, params=["one writer", "two writers"])
+def writers(request, monkeypatch):
+    """Every race here also with the plan's writes split over two threads (restore.apply_plan:
+    each directory's files on one of them, each thread with its own descriptors)."""
+    monkeypatch.delenv("TC_RESTORE_THREADS", raising=False)
+    monkeypatch.setattr(restore, "PARALLEL_MIN", 1 if request.param == "two writers" else 1 << 30)
 
 
 def _engine(ws):
