@@ -811,6 +811,18 @@ def malloc_trim_fn():
     return fn
 
 
+def mallopt_fn():
+    """glibc's `mallopt` (heap.py fixes the mmap threshold with it), or None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return fn
+
+
 # ---------------------------------------------------------------------------- libc: renameat2
 # wsfs replaces a restored file by swapping names (RENAME_EXCHANGE): Python has no renameat2.
 _RENAMEAT2: list = []

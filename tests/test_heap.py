@@ -418,3 +418,48 @@ def test_the_handle_a_repack_or_an_import_opened_is_kept_by_the_next_call(tmp_pa
     write(dst, "d2/f2.txt", b"edited after the import\n")
     assert reopens(dst, lambda eng: eng.save("edited")) == 0
     assert kept(dst) is after_import, "the first save after an import opened the store again"
+
+
+_MMAP_PROBE = r"""
+import ctypes, json, sys
+from tc_git import heap
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+
+def mmapped(size):
+    p = libc.malloc(size)
+    try:  # glibc's chunk header, just below the block: bit 1 of its size = IS_MMAPPED
+        return bool(ctypes.c_size_t.from_address(p - ctypes.sizeof(ctypes.c_size_t)).value & 2)
+    finally:
+        libc.free(p)
+
+set_to = heap.bound_libgit2() and heap.fix_mmap_threshold()
+libc.free(libc.malloc(8 << 20))  # an 8 MiB block freed: glibc's own rule raises its threshold to 8 MiB
+print(json.dumps({"set": set_to, "one_mib_mmapped": mmapped(1 << 20), "small_mmapped": mmapped(64 << 10)}))
+"""
+
+
+@linux
+@pytest.mark.parametrize("env, expect_set, expect_mmapped", [
+    ({}, 128 << 10, True),  # the server's setting: a 1 MiB block is its own mapping, given back at free
+    ({"TC_MALLOC_MMAP_KB": "0"}, 0, False),  # glibc's rule: after an 8 MiB free, 1 MiB comes from the heap
+    ({"MALLOC_MMAP_THRESHOLD_": "16777216"}, 0, False),  # the user's own tunable wins
+])
+def test_the_server_keeps_glibcs_mmap_threshold_fixed(env, expect_set, expect_mmapped):
+    """glibc raises its mmap threshold to the size of each mmap'd block freed, so after one large
+    buffer the next ones of that size come from a heap that keeps them resident; the server
+    (heap.bound_libgit2) fixes it at 128 KiB unless told otherwise. Judged by glibc itself: the
+    IS_MMAPPED bit of the blocks it hands out."""
+    import json
+    import subprocess
+
+    if os.confstr("CS_GNU_LIBC_VERSION") is None:
+        pytest.skip("not glibc")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("TC_", "MALLOC_"))}
+    out = subprocess.run([sys.executable, "-c", _MMAP_PROBE], env={**base, **env}, capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    got = json.loads(out)
+    assert got["set"] == expect_set
+    assert got["one_mib_mmapped"] is expect_mmapped
+    assert got["small_mmapped"] is False
