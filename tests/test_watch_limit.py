@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(not inotify.available(), reason="no native inoti
 LIMIT = "/proc/sys/user/max_inotify_watches"
 
 CHILD = r"""
-import json, sys, time
+import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
 from conftest import git_tree, write
@@ -43,8 +43,11 @@ watcher.watch(eng)
 assert watcher.mode == "inotify", watcher.mode
 tree_obj = watcher.roots[eng.root].handle
 j = watcher.journal(eng.root)
-journal.REWATCH_AFTER = 0.5
+journal.REWATCH_AFTER = 3600.0  # (each step below sets it: no timing under load)
 out = []
+attempts = []
+real_rewatch = j.rewatch
+j.rewatch = lambda restored: attempts.append(1) or real_rewatch(restored)
 
 def save(title):
     e = Engine(ws)
@@ -58,7 +61,7 @@ def save(title):
     st = j.status()
     out.append({"title": title, "how": "journal" if j.refreshes > before else "full",
                 "same_as_git": tree == git_tree(ws, e.store.path), "reason": st["reason"],
-                "trusted": st["trusted"], "broken": j.broken, "blind": tree_obj.blind,
+                "trusted": st["trusted"], "broken": j.broken, "attempts": len(attempts), "blind": tree_obj.blind,
                 "paths": sorted(changed)})
 
 save("first")
@@ -69,11 +72,12 @@ write(ws, "new/deep/a.txt", b"one\n")  # new/ gets no watch: neither does new/de
 save("refused")
 write(ws, "new/deep/b.txt", b"two\n")  # no notification of this one
 save("still refused")
-time.sleep(0.6)
+journal.REWATCH_AFTER = 0.0
 save("tried again")  # REWATCH_AFTER passed, the limit still holds
 Path(LIMIT).write_text(str(used + 16))  # watches to be had again (as when another process frees some)
+journal.REWATCH_AFTER = 3600.0
 save("too soon")  # the last attempt is less than REWATCH_AFTER ago
-time.sleep(0.6)
+journal.REWATCH_AFTER = 0.0
 write(ws, "new/deep/c.txt", b"three\n")
 save("watched again")
 write(ws, "new/deep/d.txt", b"four\n")
@@ -108,6 +112,7 @@ def test_real_watch_limit_then_journal_back(tmp_path):
         assert steps[t]["how"] == "full" and steps[t]["broken"] and steps[t]["blind"], (t, steps[t])
         assert "no inotify watch left for new" in steps[t]["reason"], (t, steps[t])
     assert "new/deep/b.txt" in steps["still refused"]["paths"]
+    assert [steps[t]["attempts"] for t in ("still refused", "tried again", "too soon", "watched again")] == [0, 1, 1, 2]
     back = steps["watched again"]
     assert back["how"] == "full" and not back["broken"] and not back["blind"] and back["trusted"], back
     assert "new/deep/c.txt" in back["paths"]
