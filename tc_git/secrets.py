@@ -24,6 +24,7 @@ import fnmatch
 import math
 import os
 import re
+import time
 from collections import Counter
 from typing import Any, NamedTuple
 
@@ -284,11 +285,11 @@ def _watch_idle() -> None:
     def run():
         global _engine
         import gc
-        import time
 
         while (idle := _idle_after) is not None:
             time.sleep(max(1.0, idle / 4))
-            if _engine and time.monotonic() - _used >= idle:
+            idle = _idle_after  # (read again: a setting changed during the sleep applies at once)
+            if _engine and idle is not None and time.monotonic() - _used >= idle:
                 _engine = None  # a scan in flight keeps its own reference until it is done
                 gc.collect()
 
@@ -298,8 +299,6 @@ def _watch_idle() -> None:
 def _load_engine():
     global _engine, _engine_error, _used
     if _idle_after is not None:
-        import time
-
         _used = time.monotonic()
     if _engine is None:
         if os.environ.get("TC_SECRETS_ENGINE", "kingfisher") == "builtin":
@@ -313,6 +312,8 @@ def _load_engine():
                 _engine = kf.Scanner(rules, base64=False)
             except Exception as e:  # noqa: BLE001 - any failure means: built-in rules only
                 _engine, _engine_error = False, f"{type(e).__name__}: {e}"
+        if _idle_after is not None:  # idle counts from the end of a load (~0.3 s, more under load)
+            _used = time.monotonic()
     return _engine or None
 
 
