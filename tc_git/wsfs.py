@@ -125,6 +125,9 @@ class _FdOps:
     def close(self, h) -> None:
         os.close(h)
 
+    def sync_dir(self, h) -> None:
+        os.fsync(h)
+
 
 def exchange_setting() -> bool:
     """TC_RESTORE_EXCHANGE (on by default): replace a file by swapping names, see Workspace.write."""
@@ -197,6 +200,14 @@ class _PathOps(_FdOps):
     def close(self, h) -> None:
         pass
 
+    def sync_dir(self, h) -> None:
+        if hasattr(os, "O_DIRECTORY"):  # (Windows: no directory to sync, NTFS logs names itself)
+            fd = os.open(h, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
 
 def _ops() -> _FdOps:
     """Descriptor-relative calls where the OS has them, full paths elsewhere (`TC_WSFS`:
@@ -253,6 +264,9 @@ class Workspace:
             self.fsync = "all" if fsync else "off"
         else:
             self.fsync = fsync
+        # with `all`, the directories whose entries changed (a name placed, removed or made): a
+        # rename is durable only once its directory is synced (`sync_dirs`, at the end)
+        self._changed_dirs: set[str] | None = set() if self.fsync == "all" else None
 
     # ------------------------------------------------------------------ descriptors
     def close(self) -> None:
@@ -267,7 +281,32 @@ class Workspace:
         return self
 
     def __exit__(self, *exc):
-        self.close()
+        try:
+            if exc[0] is None:
+                self.sync_dirs()
+        finally:
+            self.close()
+
+    def sync_dirs(self) -> None:
+        """fsync each directory whose entries this workspace changed (TC_RESTORE_FSYNC=all only):
+        the files were synced before their rename, and without this a power loss could still take
+        the renames back (old content under the name, the restore reported done). Deepest first,
+        so a new directory's own entries are on disk before its name in its parent. A directory
+        moved away or gone meanwhile is skipped (it is no longer where the restore wrote);
+        EINVAL (a file system without directory fsync) proves nothing either way."""
+        if not self._changed_dirs:
+            return
+        todo, self._changed_dirs = self._changed_dirs, set()
+        for rel_dir in sorted(todo, key=lambda d: (-d.count("/"), d) if d else (1, "")):
+            try:
+                fd = self.open_dir(rel_dir)
+            except (OSError, Unrestorable):
+                continue
+            try:
+                self.ops.sync_dir(fd)
+            except OSError as e:
+                if e.errno != errno.EINVAL:
+                    raise
 
     def _forget(self, rel_dir: str) -> None:
         """Drop cached descriptors of `rel_dir` and everything below it."""
@@ -328,6 +367,8 @@ class Workspace:
                     raise
                 try:
                     self.ops.mkdir(part, fd)
+                    if self._changed_dirs is not None:
+                        self._changed_dirs.add(cur)
                 except FileExistsError:
                     pass  # made by someone else meanwhile: the O_NOFOLLOW open below judges it
                 child = self._open_child(part, fd, nxt)
@@ -401,6 +442,8 @@ class Workspace:
         return other if other is not None and other != name else None
 
     def _note(self, rel_dir: str, name: str, present: bool) -> None:
+        if self._changed_dirs is not None:
+            self._changed_dirs.add(rel_dir)
         names = self._names.get(rel_dir)
         if names is None:
             return

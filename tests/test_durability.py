@@ -10,6 +10,7 @@ and a process that switches to `all` with a store handle kept from before syncs 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -22,7 +23,7 @@ from conftest import clean_env, fsck
 pytestmark = pytest.mark.skipif(shutil.which("strace") is None, reason="no strace here")
 
 CHILD = r"""
-import json, os, sys
+import json, os, shutil, sys
 sys.path.insert(0, sys.argv[2])
 from conftest import write
 from tc_git.engine import Engine
@@ -30,6 +31,7 @@ from tc_git.engine import Engine
 ws, mark = sys.argv[1], sys.argv[3]
 for i in range(20):
     write(ws, f"src/f{i}.py", f"v = {i}\n".encode())
+write(ws, "docs/guide/readme.md", b"read me\n")
 Engine(ws).init("durable")
 Engine(ws).save("one")
 for i in range(5):
@@ -41,6 +43,7 @@ for phase in sys.argv[4:]:
         os.environ["TC_RESTORE_FSYNC"] = "all"
     for i in range(5):
         write(ws, f"src/f{i}.py", f"{phase} {i}\n".encode())
+    shutil.rmtree(os.path.join(ws, "docs"))  # the restore makes docs/guide/ again
     os.access(f"{mark}-{phase}-begin", 0)
     r = Engine(ws).restore(index=1, apply=True)
     os.access(f"{mark}-{phase}-end", 0)
@@ -48,7 +51,7 @@ for phase in sys.argv[4:]:
 print(json.dumps(out))
 """
 
-CALLS = "fsync,fdatasync,rename,renameat,renameat2,link,linkat,access,faccessat,faccessat2"
+CALLS = "fsync,fdatasync,rename,renameat,renameat2,link,linkat,mkdir,mkdirat,access,faccessat,faccessat2"
 
 
 def _traced(tmp_path: Path, phases: list[str], env_all: bool) -> tuple[dict, dict[str, list[str]]]:
@@ -100,6 +103,23 @@ def _check_synced(calls: list[str], ws: Path) -> None:
     first_file = next(i for i, ln in enumerate(calls)
                       if ln.startswith("renameat2(") and f"<{ws}/src>" in ln or ln.startswith(f'rename("{ws}/src/'))
     assert any(i < first_file for i, _t, _f in objects) and sum(i < first_file for i, _t, _f in refs) >= 2, calls
+    # each workspace directory the restore placed names in (the edited files' src/, the new docs/
+    # and docs/guide/, the root that got docs) is synced after its last rename or mkdir
+    for d in ("src", "docs/guide", "docs", ""):
+        path = str(ws / d) if d else str(ws)
+        last = max(i for i, ln in enumerate(calls) if _names_in(ln, path))
+        assert path in _fsynced(calls[last + 1:]), f"{path} not synced after its last change"
+
+
+def _names_in(line: str, path: str) -> bool:
+    """Whether a traced call placed a name in directory `path` (a rename through its descriptor,
+    or a mkdir of one of its entries)."""
+    if line.startswith("renameat2("):
+        return f"<{path}>" in line.split(",")[2]
+    if line.startswith("mkdirat("):
+        return f"<{path}>" in line.split(",")[0]
+    m = re.match(r'(?:rename\("[^"]+", |mkdir\()"([^"]+)"', line)  # (TC_WSFS=paths: full paths)
+    return m is not None and os.path.dirname(m.group(1)) == path
 
 
 def test_restore_syncs_the_store_with_fsync_all(tmp_path):
@@ -116,5 +136,7 @@ def test_default_leaves_libgit2_unsynced_and_a_switch_takes_kept_handles(tmp_pat
     synced = _fsynced(windows["default"])
     assert not [p for p in synced if p.startswith(store + "/objects/") and "/pack/" not in p or
                 p.startswith(store + "/refs")], synced
+    ws = str(tmp_path / "ws")
+    assert not [p for p in synced if p == ws or p.startswith(ws + "/") and not p.startswith(store)], synced
     assert out["all"]["applied"] is True
     _check_synced(windows["all"], tmp_path / "ws")
