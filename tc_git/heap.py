@@ -92,9 +92,9 @@ def fix_mmap_threshold() -> int:
     glibc raises the threshold to the size of each mmap'd block freed (up to 32 MiB): after the
     first few-MB buffer of a call (an index file, a pack's object list) every later block of
     that size comes from the heap of the thread's arena, where what is freed stays resident
-    unless it sits at the top or fills whole pages (malloc_trim returns only those). In the MCP
-    server at 50k files the exports after an import peaked 16 MiB higher for it (bench_mcp's
-    flow, 152 against 136 MiB with the threshold fixed, two runs each, loaded machine). A block
+    unless it sits at the top or fills whole pages (malloc_trim returns only those). bench_mcp's
+    flow at 50k files, loaded machine: server peak 142-147 MiB fixed (3 runs) against 146-153
+    with glibc's rule (2 runs), the import the peak in each. A block
     of 128 KiB or more is then one mmap and one munmap (~10 us with its page faults, a few
     per call at 10k files)."""
     global _tuned
