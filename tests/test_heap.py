@@ -36,6 +36,45 @@ def test_settle_collects_a_dropped_repository(tmp_path):
         gc.enable()
 
 
+def test_one_settle_frees_a_dropped_handle_and_its_scan_peer(tmp_path, monkeypatch):
+    """A kept store handle that ran the parallel scan has a peer handle (scan.py), held in a
+    WeakKeyDictionary: collecting the handle drops the peer, itself a cycle, which only the next
+    collection finds. One settle (what the server runs after dropping idle handles, before an
+    export, import or compress) must free both."""
+    from conftest import saved_task, write
+
+    from tc_git import handles, scan
+    from tc_git.engine import Engine
+
+    monkeypatch.setenv("TC_GIT", "off")
+    monkeypatch.setenv("TC_SCAN_MIN", "1")  # the parallel scan on a small workspace
+    if not scan.parallel_ok(100):
+        pytest.skip("no parallel scan here (one core or no native diff)")
+    ws = tmp_path / "ws"
+    saved_task(ws, {f"d{i % 4}/f{i}.txt": f"{i}\n".encode() for i in range(40)})
+    handles.enable()
+    try:
+        write(ws, "d0/f0.txt", b"changed\n")
+        Engine(ws).save("two")  # a full scan on two threads: the kept handle gets its peer
+        heap.settle()
+        handles.flush_all()
+        kept = handles._idle.get((handles.key(Engine(ws).store_path), handles.key(ws)), (None,))[0]
+        assert kept is not None and kept in scan._PEERS
+        peer = weakref.ref(scan._PEERS[kept])
+        kept = None
+        gc.collect()
+        gc.disable()  # no automatic collection in between: only settle() may free them
+        try:
+            assert handles.drop_idle() >= 1
+            assert peer() is not None
+            heap.settle()
+            assert peer() is None, "the scan's peer handle outlived the settle that freed its handle"
+        finally:
+            gc.enable()
+    finally:
+        handles.enable(False)
+
+
 def test_settle_is_off_with_the_switch(tmp_path, monkeypatch):
     monkeypatch.setenv("TC_MALLOC_TRIM", "off")
     pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
