@@ -134,6 +134,11 @@ def drop_idle(keep=None) -> int:
     and peaks high itself (export, import, compress in the MCP server). Returns how many went."""
     k = key(keep) if keep is not None else None
     with _cv:
+        # a handle whose index write is still deferred (the call just before: a save, an export's
+        # capture) is checked in only once written: waited for (<= TC_INDEX_DELAY + the write),
+        # else it came back right after this and stayed through the peak it was dropped for
+        for pk in [pk for pk in _pending if pk != k]:
+            _wait_written(pk)
         gone = [_idle.pop(ik)[0] for ik in [ik for ik in _idle if ik[0] != k]]
     for repo in gone:
         repo.free()  # (idle: no call holds it) caches, index and pack maps now, not at the next collection

@@ -75,6 +75,35 @@ def test_one_settle_frees_a_dropped_handle_and_its_scan_peer(tmp_path, monkeypat
         handles.enable(False)
 
 
+def test_drop_idle_waits_for_a_deferred_index_write_and_drops_that_handle(tmp_path, monkeypatch):
+    """The call before an import is often a save or an export of another workspace whose index
+    write is deferred (handles.later): its handle is checked in only after the write. drop_idle
+    must wait for it and drop it, not leave it to come back during the import's peak."""
+    from conftest import saved_task, write
+
+    from tc_git import handles
+    from tc_git.engine import Engine
+
+    monkeypatch.setenv("TC_GIT", "off")
+    monkeypatch.setenv("TC_INDEX_DELAY", "0.5")  # the write still pending when drop_idle runs
+    a, b = tmp_path / "a", tmp_path / "b"
+    saved_task(a, {f"f{i}.txt": f"{i}\n".encode() for i in range(20)})
+    handles.enable()
+    try:
+        write(a, "f0.txt", b"changed\n")
+        store_a = Engine(a).store_path
+        Engine(a).save("two")
+        assert handles.key(store_a) in handles._pending, "the save's index write was not deferred"
+        assert handles.drop_idle(keep=b) >= 1
+        assert handles.key(store_a) not in handles._pending
+        assert not [ik for ik in handles._idle if ik[0] == handles.key(store_a)]
+        assert not (store_a / handles.MARKER).exists(), "the deferred index was not written"
+        write(a, "f1.txt", b"changed too\n")
+        assert Engine(a).save("three")["index"] == 3  # the store as usual afterwards
+    finally:
+        handles.enable(False)
+
+
 def test_settle_is_off_with_the_switch(tmp_path, monkeypatch):
     monkeypatch.setenv("TC_MALLOC_TRIM", "off")
     pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
