@@ -24,8 +24,8 @@ import json
 import os
 import platform
 import resource
-import statistics
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -58,20 +58,20 @@ def history(root: Path, n: int, save, resume, restore) -> dict:
     last 100-file step, so each one rewrites the same 100 files (median of REPEAT)."""
     out = {}
     out["first save"], _ = _t(lambda: save("s1"))
-    out["no-change save"] = statistics.median(_t(lambda: save(f"nc{k}"))[0] for k in range(REPEAT))
+    out["no-change save"] = statistics.median(_t(lambda k=k: save(f"nc{k}"))[0] for k in range(REPEAT))
     times = []
     for k in range(REPEAT):
         edit_files(root, 1, f"one{k}", n)
-        times.append(_t(lambda: save(f"one{k}"))[0])
+        times.append(_t(lambda k=k: save(f"one{k}"))[0])
     out["1-file save"] = statistics.median(times)
     times = []
     for k in range(REPEAT):
         edit_files(root, 100, f"hundred{k}", n)
-        times.append(_t(lambda: save(f"s100-{k}"))[0])
+        times.append(_t(lambda k=k: save(f"s100-{k}"))[0])
     out["100-file save"] = statistics.median(times)
     out["resume"] = statistics.median(_t(resume)[0] for _ in range(REPEAT))
     one, hundred = 1 + 2 * REPEAT, 1 + 3 * REPEAT
-    out["restore 100 (apply)"] = statistics.median(_t(lambda: restore(one if k % 2 == 0 else hundred))[0]
+    out["restore 100 (apply)"] = statistics.median(_t(lambda k=k: restore(one if k % 2 == 0 else hundred))[0]
                                                    for k in range(REPEAT))
     return out
 

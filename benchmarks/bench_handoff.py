@@ -57,7 +57,7 @@ def bench(n: int, tmp: Path, seed: bool, seed_import: bool = False) -> dict:
     a.mkdir()
     make_files(a, n)
     e = Engine(a)
-    tid = e.init("bench")["task_id"]
+    e.init("bench")
     e.save("all files")
     edit(a, n)
     e.save("1% edited")

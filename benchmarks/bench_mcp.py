@@ -120,7 +120,8 @@ def seed_server_cmd() -> list[str]:
     """The seed's stdio server from the private --target directory of benchmarks/common.py (a normal
     pip install would replace tc-git's own `tc-mcp` script)."""
     sys.path.insert(0, str(HERE))
-    from common import SEED_DIR, ensure_seed as ensure_seed_dir
+    from common import SEED_DIR
+    from common import ensure_seed as ensure_seed_dir
 
     if not ensure_seed_dir():
         raise SystemExit("could not install task-checkpoint-mcp 0.1.7 into " + str(SEED_DIR))
@@ -186,7 +187,7 @@ def cold_start_report(srv: dict[str, list[str]], starts: int) -> list[str]:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
-    lines = ["## Cold start (raw stdio, median of %d) and tools/list size" % starts, "",
+    lines = [f"## Cold start (raw stdio, median of {starts}) and tools/list size", "",
              f"Load average at the end: {load} (on {os.cpu_count()} CPUs; timings on a busy machine are "
              "inflated, compare the rows with each other). One untimed start per server first (tc-mcp's "
              "fast-start cache is written by it).", "",
@@ -311,7 +312,7 @@ async def run_workflow(cmd: list[str], label: str, ws: Path, n: int, repeat: int
         init = await T.call("tc_init", "tc_init", {"root": root, "name": "bench", "goal": "measure"}, size=True)
         task_id = init["task_id"] if init else None
         await T.call("tc_save (first, full tree)", "tc_save", {"root": root, "title": "s1", "next": "go"})
-        for i in range(repeat):
+        for _ in range(repeat):
             await T.call("tc_save (no change)", "tc_save", {"root": root, "title": "s1", "next": "go"}, size=True)
         for i in range(repeat):
             edit(ws, n, 1, f"one{i}")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import edit_files, make_workspace  # noqa: E402
+from common import make_workspace  # noqa: E402
 
 OUT = HERE / "results" / "secrets-cost.md"
 MODES = {"engine": {}, "builtin rules only": {"TC_SECRETS_ENGINE": "builtin"}, "no content scan": {"TC_NO_SCAN": "1"}}
