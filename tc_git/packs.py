@@ -114,7 +114,13 @@ def check_connected(repo: pygit2.Repository, tips, hides=()) -> int:
     here; nothing is written.
     """
     if not _native.has(_native.PACK):
-        return len(reachable(repo, tips, hides))
+        # the fallback walk reads commits and trees but only lists blobs: look each one up
+        objs = reachable(repo, tips, hides)
+        odb = repo.odb
+        missing = next((o for o in objs if o not in odb), None)
+        if missing is not None:
+            raise pygit2.GitError(f"object not found - no match for id ({missing})")
+        return len(objs)
     try:
         return _native.count_walk(repo, tips, hides)
     except _native.GitCallError as e:  # the same error type as the fallback's
