@@ -27,7 +27,7 @@ from . import scan as scan_mod
 from . import snapshot as snapshot_mod
 from .capture import MAX_LIST, Workspace, skipped
 from .errors import BadInput, NotFound
-from .fsutil import atomic_write
+from .fsutil import atomic_write, fsync_setting
 from .refs import EMPTY_TREE
 from .results import PlanView, RestoreCheck, RestoreResult
 from .snapshot import Snapshot, TreeDelta, is_tree_mode, tree_deltas
@@ -546,7 +546,7 @@ class RestoreJournal:
         # while others write), for a file removed ~50 ms later
         data = json.dumps({"task": task_id, "target": target_id, "undo": undo_id, "pre": str(pre_oid),
                            "time": time.time()}, indent=1, sort_keys=True).encode()
-        atomic_write(self.store.state_dir / JOURNAL, data, sync=wsfs.fsync_setting() == "all")
+        atomic_write(self.store.state_dir / JOURNAL, data, sync=fsync_setting() == "all")
         yield
         os.unlink(self.store.state_dir / JOURNAL)  # only when the restore commit is written
 

@@ -45,8 +45,8 @@ from typing import BinaryIO
 import pygit2
 
 from . import _native, handles
+from .fsutil import fsync_setting
 from .packwriter import _REC, STALE, _compress, _remove_stale, discard, index_file, object_header, seal
-from .wsfs import fsync_setting
 
 BLOB, TREE = 3, 2
 LOOSE_MAX = 4  # a save of this many objects or fewer writes them loose

@@ -19,9 +19,11 @@ from pygit2.enums import Option
 from . import handles, lockfile, validate
 from .discover import store_dir, user_path
 from .errors import BadInput, StoreBusy, UnsafeRoot
-from .fsutil import atomic_write  # noqa: F401  (re-exported: engine, handoff)
+from .fsutil import (
+    atomic_write,  # noqa: F401  (re-exported: engine, handoff)
+    fsync_setting,
+)
 from .refs import POINTER_FILE, STORE_DIRNAME, STORE_HEAD_REF  # noqa: F401  (re-exported)
-from .wsfs import fsync_setting
 
 IDENTITY = ("tc-git", "tc-git@localhost")
 ATTRIBUTES = "* -text -filter -ident -working-tree-encoding -eol\n"

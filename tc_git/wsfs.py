@@ -33,10 +33,10 @@ import secrets
 import stat as stat_mod
 
 from . import pathsafe
+from .fsutil import fsync_setting
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _MAX_CACHED = 512
-FSYNC_ENV = "TC_RESTORE_FSYNC"
 FSYNC_MIN_BYTES = 1 << 20
 EXCHANGE_ENV = "TC_RESTORE_EXCHANGE"
 _RENAME_EXCHANGE = 2  # linux/fs.h
@@ -219,12 +219,6 @@ def _ops() -> _FdOps:
                           and hasattr(os, "O_DIRECTORY") and hasattr(os, "O_NOFOLLOW")):
         return _FdOps()
     return _PathOps()
-
-
-def fsync_setting() -> str:
-    """TC_RESTORE_FSYNC: `large` (default: files of 1 MiB or more), `all` or `off`."""
-    v = os.environ.get(FSYNC_ENV, "large").strip().lower()
-    return "off" if v in ("0", "off", "false", "no") else "all" if v in ("all", "on", "1", "true", "yes") else "large"
 
 
 def _split(rel: str) -> tuple[str, str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import clean_env, fsck, git, tc, tree_state, write
 
-from tc_git import pathsafe, wsfs
+from tc_git import fsutil, pathsafe, wsfs
 from tc_git.engine import Engine
 
 
@@ -332,7 +332,7 @@ def test_race_dirs_swapped_for_links_to_outside_while_restores_run(tmp_path, mon
     (plan + apply_plan, where the race lives), two more the whole engine restore."""
     from tc_git import restore as restore_mod
 
-    monkeypatch.setenv(wsfs.FSYNC_ENV, "off")  # the race is about paths, not durability: keep it fast
+    monkeypatch.setenv(fsutil.FSYNC_ENV, "off")  # the race is about paths, not durability: keep it fast
     ws, out = tmp_path / "ws", tmp_path / "outside"
     ndirs, per = 40, 50  # 2000 files
     for d in range(ndirs):
