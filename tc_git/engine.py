@@ -423,7 +423,7 @@ class Engine:
 
         The workspace files follow only through `restore` (preview unless apply=True; with
         apply=None only when that overwrites and deletes nothing: handoff.bundles.auto_restore)."""
-        from .handoff import bundles, seed
+        from .handoff import bundles, refsel, seed
 
         validate.path_arg(package, "package")
         validate.boolean(merge, "merge")
@@ -431,20 +431,32 @@ class Engine:
             validate.boolean(apply, "apply")
         p = bundles.package_path(package, rename)
         t0 = time.perf_counter()
+        before = refsel.store_state(self.store)  # a failure below puts these back (issue 28)
         if seed.is_seed_package(p):
             result = seed.import_seed(self.store, p, rename)
         else:
             result = bundles.import_bundle(self.store, p, rename, merge)
         tid = result["task_id"]
         t1 = time.perf_counter()
-        result["git"] = self._mirror_task(tid, head_ref(tid))
-        t2 = time.perf_counter()
-        try:  # never silent: the files the imported snapshot does not hold, and why (read before the
-            # restore, whose own commit describes this workspace)
-            result["left_out"] = left_out(self._timeline(tid).head().record)
-        except Exception:  # noqa: BLE001 - a report, not a reason to fail an import that succeeded
-            result["left_out"] = []
-        result["restore"] = self._restore_imported(tid, apply)
+        imported = self._timeline(tid).head_oid()
+        try:
+            result["git"] = self._mirror_task(tid, head_ref(tid))
+            t2 = time.perf_counter()
+            try:  # never silent: the files the imported snapshot does not hold, and why (read before the
+                # restore, whose own commit describes this workspace)
+                result["left_out"] = left_out(self._timeline(tid).head().record)
+            except Exception:  # noqa: BLE001 - a report, not a reason to fail an import that succeeded
+                result["left_out"] = []
+            result["restore"] = self._restore_imported(tid, apply)
+        except BaseException as e:
+            # a failed import changes nothing: refs, notes and the active task as they were, unless
+            # the restore already recorded a point (then files may have moved and its undo must stay)
+            try:
+                if self._timeline(tid).head_oid() == imported:
+                    refsel.roll_back(self.store, before)
+            except Exception as why:  # noqa: BLE001 - the import's own error is the one to report
+                e.add_note(f"rolling the import back failed too: {why}")
+            raise
         result["seconds"] = {"import": round(t1 - t0, 3), "user_repo": round(t2 - t1, 3),
                              "restore": round(time.perf_counter() - t2, 3)}
         return result

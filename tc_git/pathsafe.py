@@ -31,6 +31,10 @@ import unicodedata
 from .refs import POINTER_FILE, STORE_DIRNAME  # stdlib-only module: no pygit2 here
 
 RULES_ENV = "TC_PATH_RULES"
+# Directory levels a tree from outside may nest. Deeper trees are refused whole: no real project
+# goes near it, a restore walks trees recursively, and a workspace that deep could never be
+# saved again (issue 28: a 5,000-deep chain in a bundle made every later save fail).
+MAX_TREE_DEPTH = 256
 RULES = ("posix", "windows", "macos")
 
 # git's modes for tree entries; anything else is a malformed tree
@@ -220,19 +224,25 @@ def fold_key(name, rules_name: str | None = None) -> str | None:
 
 
 # ----------------------------------------------------------------------------- whole trees
-def check_tree(repo, tree_oid, seen: set | None = None, limit: int = 20) -> list[tuple[str, str]]:
-    """Every problem in a tree and its subtrees as (path, reason), at most `limit` of them.
+def check_tree(repo, tree_oid, seen: dict | None = None, limit: int = 20) -> list[tuple[str, str]]:
+    """Every problem in a tree and its subtrees as (path, reason), at most `limit` of them;
+    a directory nested deeper than MAX_TREE_DEPTH is one (the walk stops there).
 
-    `seen` (subtree ids already found clean) makes validating thousands of commits that share
-    most of their trees cost one walk of what is new; it only grows when the whole tree is clean.
+    `seen` (subtree id -> the deepest level it was found clean at) makes validating thousands
+    of commits that share most of their trees cost one walk of what is new; it only grows when
+    the whole tree is clean. A subtree clean at level n is clean at any level up to n.
     """
-    seen = seen if seen is not None else set()
-    visited: set = set()
+    seen = seen if seen is not None else {}
+    visited: dict = {}
     problems: list[tuple[str, str]] = []
-    stack = [(tree_oid, b"", True)]
+    stack = [(tree_oid, b"", True, 0)]
     while stack and len(problems) < limit:
-        oid, prefix, at_root = stack.pop()
-        if not at_root and oid in seen:
+        oid, prefix, at_root, depth = stack.pop()
+        if not at_root and seen.get(oid, -1) >= depth:
+            continue
+        if depth > MAX_TREE_DEPTH:
+            problems.append((os.fsdecode(prefix[:200]) + "...", f"directories nested deeper than {MAX_TREE_DEPTH} "
+                             "levels (no workspace can hold it)"))
             continue
         try:
             tree = repo[oid]
@@ -260,11 +270,12 @@ def check_tree(repo, tree_oid, seen: set | None = None, limit: int = 20) -> list
                     break
                 continue
             if mode == MODE_TREE:
-                stack.append((ent.id, path + b"/", False))
+                stack.append((ent.id, path + b"/", False, depth + 1))
         if not at_root:
-            visited.add(oid)
+            visited[oid] = max(depth, visited.get(oid, -1))
     if not problems:
-        seen |= visited
+        for oid, depth in visited.items():
+            seen[oid] = max(depth, seen.get(oid, -1))
     return problems
 
 
@@ -277,7 +288,7 @@ def check_history(repo, tips, have=lambda oid: False, limit: int = 20) -> list[t
     """Every problem in the trees of the commits reachable from `tips`, down to commits `have`
     says are already trusted: [(commit hex, path, reason)]. Tags are peeled; subtrees shared by
     many commits are walked once."""
-    seen: set = set()
+    seen: dict = {}
     done: set = set()
     problems: list[tuple[str, str, str]] = []
     stack = list(tips)

@@ -161,7 +161,7 @@ def test_check_tree_walks_every_level_and_stock_git_agrees(tmp_path):
         assert fs.returncode != 0 or b"warning" in fs.stderr
     dup = raw_tree(store, [(b"100644", b"lnk", b), (b"40000", b"lnk", good)])
     assert "duplicate" in pathsafe.check_tree(repo, dup)[0][1]
-    seen: set = set()
+    seen: dict = {}
     assert pathsafe.check_tree(repo, good, seen) == [] and seen
     assert pathsafe.check_tree(repo, good, seen) == []
 

@@ -44,8 +44,8 @@ def refuse_hostile_trees(q, tips, have, source: str) -> None:
                                       (lambda oid: oid in have) if have is not None else (lambda oid: False))
     if problems:
         shown = "; ".join(f"commit {c[:12]}: {p!r}: {why}" for c, p, why in problems[:5])
-        raise BadInput(f"refusing {source}: it holds file names that would write outside the workspace, into a "
-                       f"git directory or into the tc-git store ({shown}"
+        raise BadInput(f"refusing {source}: it holds paths that cannot be written safely into a workspace "
+                       f"(outside it, into a git directory or the tc-git store, or nested too deep) ({shown}"
                        f"{'; ...' if len(problems) > 5 else ''}). Nothing was imported; ask its author for a "
                        f"clean export")
 

@@ -150,3 +150,42 @@ def cas_update(repo: pygit2.Repository, updates: dict[str, tuple], message: str)
                 tx.set_target(name, new, message=message)
     except (pygit2.GitError, ValueError) as e:
         raise Conflict(f"could not update refs ({e}); another process holds a ref lock, retry") from e
+
+
+def store_state(store) -> tuple[dict, str | None]:
+    """What an import may change: every checkpoint ref and the notes ref (name -> oid), and
+    the workspace's active task. `roll_back` puts them back."""
+    if not store.exists:
+        return {}, None
+    repo = store.repo
+    refs = {}
+    for name in repo.references:
+        if name.startswith(CHECKPOINTS_PREFIX) or name == NOTES_REF:
+            t = ref_target(repo, name)
+            if t is not None:
+                refs[name] = t
+    return refs, store.active_task()
+
+
+def roll_back(store, before: tuple[dict, str | None], message: str = "tc-git: import rolled back") -> None:
+    """Undo what an import wrote to refs and the active task after a later step failed: each
+    ref back to its value before (created ones removed), compare-and-swap against the value
+    now, in one transaction. Objects stay (unreachable; git gc removes them)."""
+    if not store.exists:
+        return
+    refs, active = before
+    now, _ = store_state(store)
+    repo = store.repo
+    changed = {n: (now.get(n), refs.get(n)) for n in set(refs) | set(now) if now.get(n) != refs.get(n)}
+    if changed:
+        with repo.transaction() as tx:
+            for name, (cur, old) in changed.items():
+                tx.lock_ref(name)
+                if ref_target(repo, name) != cur:
+                    raise Conflict(f"{name} moved while an import was rolled back; check `tc-git log`")
+                if old is None:
+                    tx.remove(name)
+                else:
+                    tx.set_target(name, old, message=message)
+    if store.active_task() != active:
+        store.set_active_task(active)
