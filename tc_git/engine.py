@@ -825,6 +825,60 @@ class Engine:
         return {"task_id": tl.task_id, "status": self._status(tl, head), "head": head.step,
                 "steps": [entry_dict(tl, ent)], "drifts": [], "next_cursor": None}
 
+    # ------------------------------------------------------------------ line provenance
+    def _blame_lines(self, path: str, at: str | None, task_id: str | None):
+        """(lines, conversations, point id, commit) of `path` at a point, or in the workspace."""
+        from . import provenance
+
+        validate.title(path, "path")
+        if at is not None:
+            validate.title(at, "at")
+        rel = path.replace(os.sep, "/").strip()
+        if os.path.isabs(rel):
+            rel = os.path.relpath(os.path.realpath(rel), os.path.realpath(self.root)).replace(os.sep, "/")
+        rel = rel[2:] if rel.startswith("./") else rel
+        if not rel or rel.startswith("/") or ".." in rel.split("/"):
+            raise BadInput(f"path {path!r} must name a file inside the workspace {self.root}")
+        tl = self._timeline(task_id)
+        with self.store.lock():  # notes the chain lacks are computed and written here
+            point = tl.find(at) if at is not None else tl.head()
+            lines, _b, convs = provenance.blame(self.repo, tl, point, rel)
+        where, commit = point.id, str(point.oid)
+        if at is None:
+            f = self.root / rel
+            try:
+                data = f.read_bytes() if f.is_file() and not f.is_symlink() else None
+            except OSError:
+                data = None
+            if data is not None and data != b"".join(ln.raw for ln in lines):
+                lines, _n = provenance.with_workspace(lines, data)
+                where = "workspace"
+        return rel, lines, convs, where, commit, tl.task_id
+
+    def blame(self, path: str, at: str | None = None, task_id: str | None = None, start: int = 1,
+              limit: int = 200, text: bool = False) -> dict:
+        """Who last changed each line of `path`: as the workspace holds it now (lines changed
+        since the last record are `workspace`), or at a point (`at`: s0004, d0002, ...)."""
+        from . import provenance
+
+        validate.integer(start, "start", lo=1)
+        validate.integer(limit, "limit", lo=1, hi=100000)
+        rel, lines, convs, where, commit, task = self._blame_lines(path, at, task_id)
+        out = provenance.report(lines, convs, start, limit, text)
+        return {"task_id": task, "path": rel, "at": where, "commit": commit, **out}
+
+    def why(self, path: str, line: int, at: str | None = None, task_id: str | None = None) -> dict:
+        """Why line `line` of `path` is there: its step or drift, and the prompt, the assistant's
+        words and the tool call that wrote it (when recorded)."""
+        from . import provenance
+
+        validate.integer(line, "line", lo=1)
+        rel, lines, convs, where, commit, task = self._blame_lines(path, at, task_id)
+        if line > len(lines):
+            raise BadInput(f"{rel} has {len(lines)} lines at {where}; line {line} is past its end")
+        out = provenance.explain(lines[line - 1], convs)
+        return {"task_id": task, "path": rel, "at": where, **out}
+
     def precompact_name(self, session: str | None) -> str:
         """The name of the next PreCompact milestone of `session` in this store."""
         from .trajectory.milestones import precompact_name

@@ -25,6 +25,7 @@ TASKS_PREFIX = CHECKPOINTS_PREFIX + "tasks/"
 SESSIONS_PREFIX = CHECKPOINTS_PREFIX + "sessions/"
 MILESTONES_PREFIX = CHECKPOINTS_PREFIX + "milestones/"
 NOTES_REF = "refs/notes/checkpoints"
+BLAME_NOTES_REF = "refs/notes/checkpoints-blame"  # line provenance, one note per task commit (provenance.py)
 STORE_HEAD_REF = "refs/heads/tc-git"
 # private, short-lived refs in a quarantine repository while syncing with a remote
 SYNC_HAVE_PREFIX = "refs/tc-have/"

@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("front ends", ["__main__", "cli", "cli.*", "ids", "userfiles", "watch", "mcp_fast", "mcp_server", "mcp_models", "mcp_wire",
                     "hooks"]),
     ("engine", ["engine"]),
-    ("domain", ["timeline", "capture", "snapshot", "restore", "compress", "resume", "handoff", "handoff.*", "handoff_cache",
+    ("domain", ["timeline", "capture", "snapshot", "restore", "compress", "resume", "handoff", "handoff.*", "handoff_cache", "provenance",
                 "view", "diffstat", "gitguard", "journal", "trajectory", "trajectory.*"]),
     ("policy", ["policy", "secrets"]),
     ("storage/native", ["store", "discover", "bundle", "packs", "mempack", "packwriter", "savepack", "_native", "wsfs", "pathsafe",

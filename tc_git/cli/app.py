@@ -17,11 +17,11 @@ from typing import Any
 
 from .. import __version__, jsonsafe
 from ..errors import BadInput, TcError
-from . import core, handoff, hooks, run, setup, skill, trajectory, view
+from . import blame, core, handoff, hooks, run, setup, skill, trajectory, view
 from .common import ID_HELP, prog, set_prog
 
 # Each area adds its sub-commands; their parsers set `func` (the core commands dispatch in core.run).
-AREAS = (core, handoff, trajectory, view, hooks, skill, run, setup)
+AREAS = (core, blame, handoff, trajectory, view, hooks, skill, run, setup)
 
 
 class Progress:
@@ -76,6 +76,7 @@ def cli_terms(message: str) -> str:
 GROUPS = [
     ("work on a task", ["init", "save", "resume", "log", "show", "diff", "restore", "undo", "run", "capture",
                         "switch"]),
+    ("who wrote it", ["blame", "why"]),
     ("the conversation", ["record", "sessions", "resume-session", "milestone", "events", "checkout", "markdown", "branch",
                           "tdiff", "replay"]),
     ("share and look", ["view", "export", "import", "push", "pull"]),
