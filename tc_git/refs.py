@@ -3,6 +3,7 @@
 Stdlib only (the hook entry and pathsafe import it without loading pygit2). The layout of a store:
 
     refs/checkpoints/tasks/<id>/head            a task's code timeline
+    refs/checkpoints/tasks/<id>/lines/<name>    another machine's line of the same task (sync)
     refs/checkpoints/sessions/<agent>-<s>/<b>   a recorded conversation's branches
     refs/checkpoints/milestones/<name>          named events
     refs/notes/checkpoints                      one JSON note per commit (timeline and trajectory)
@@ -32,6 +33,7 @@ SYNC_HAVE_PREFIX = "refs/tc-have/"
 SYNC_WANT_PREFIX = "refs/tc-sync/"
 
 TASK_HEAD_RE = re.compile(r"refs/checkpoints/tasks/([^/]+)/head")
+TASK_LINE_RE = re.compile(r"refs/checkpoints/tasks/([^/]+)/lines/([^/]+)")
 
 # git's id of the tree with no entries (exists in every repository without being written)
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -46,6 +48,18 @@ def task_of_ref(name: str) -> str | None:
     """The task id of a task head ref, or None for any other name."""
     m = TASK_HEAD_RE.fullmatch(name)
     return m.group(1) if m else None
+
+
+def line_ref(task_id: str, line: str) -> str:
+    """`refs/checkpoints/tasks/<id>/lines/<line>`: a line of work on the task kept when two
+    machines continued it (the remote's head stayed `head`; see handoff.remotes)."""
+    return f"{TASKS_PREFIX}{task_id}/lines/{line}"
+
+
+def line_of_ref(name: str) -> tuple[str, str] | None:
+    """(task id, line name) of a task's line ref, or None for any other name."""
+    m = TASK_LINE_RE.fullmatch(name)
+    return (m.group(1), m.group(2)) if m else None
 
 
 def session_ref(session: str, branch: str = "") -> str:

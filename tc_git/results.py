@@ -351,6 +351,9 @@ class PushResult(TypedDict):
     conflicts: dict[str, str]
     notes: str
     up_to_date: int
+    attempts: int  # pushes made: more than 1 when another push won a race first
+    lines: dict[str, str]  # task head -> the line the local work is kept as (the remote's head won)
+    hint: str | None
 
 
 class PullResult(TypedDict):
@@ -364,4 +367,6 @@ class PullResult(TypedDict):
     store_created: bool
     active_task_moved: bool
     git: GitInfo | GitWatch | None  # the mirror of the moved tasks, or only the guard's verdict
+    tasks: list[str]  # tasks new here
+    lines: dict[str, str]  # task head -> the line the local work is kept as (the remote's head won)
     hint: str | None

@@ -19,7 +19,7 @@ import pygit2
 
 from . import savepack
 from .errors import Conflict, NotFound
-from .refs import NOTES_REF, TASKS_PREFIX, task_ref
+from .refs import NOTES_REF, TASK_HEAD_RE, TASKS_PREFIX, task_ref
 from .results import EntryView, LeftOut
 from .secrets import redact_obj
 from .store import IDENTITY
@@ -185,7 +185,7 @@ class Timeline:
     @staticmethod
     def task_ids(repo: pygit2.Repository) -> list[str]:
         return sorted(r[len(TASKS_PREFIX):-len("/head")] for r in repo.references
-                      if r.startswith(TASKS_PREFIX) and r.endswith("/head"))
+                      if r.startswith(TASKS_PREFIX) and TASK_HEAD_RE.fullmatch(r))
 
     def exists(self) -> bool:
         return self.ref in self.repo.references

@@ -117,6 +117,14 @@ async def test_push_and_pull_through_a_bare_remote(tmp_path):
         assert f"refs/checkpoints/tasks/{t}/head" in subprocess.run(
             ["git", "--git-dir", str(other / ".checkpoints"), "for-each-ref", "--format=%(refname)"],
             capture_output=True, text=True, check=True).stdout.split()
+        # a remote that refuses part of a push: an isError result naming it, nothing applied
+        hook = remote / "hooks" / "update"
+        hook.write_text('#!/bin/sh\ncase "$1" in refs/notes/*) exit 1;; esac\n')
+        hook.chmod(0o755)
+        write(ws, "f", "2\n")
+        await ok("tc_save", ws, title="two")
+        r = await c.call_tool("tc_push", {"root": str(ws), "remote": str(remote)})
+        assert r.is_error and "refs/notes/checkpoints" in r.content[0].text, r.content
 
 
 async def test_trajectory_tools_see_the_user_level_store(tmp_path, monkeypatch):

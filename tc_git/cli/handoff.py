@@ -38,19 +38,18 @@ def _h_import(r: dict) -> str:
 
 
 def _h_push(r: dict) -> str:
-    lines = [f"pushed {len(r['pushed'])} refs to {r['remote']} ({r['up_to_date']} up to date)"]
+    lines = [f"pushed {len(r['pushed'])} refs to {r['remote']} ({r['up_to_date']} up to date"
+             + (f"; {r['attempts']} attempts: other pushes won races first" if r.get("attempts", 1) > 1 else "") + ")"]
     if r["remote_ahead"]:
         lines.append(f"  remote is ahead ({PROG()} pull): {', '.join(r['remote_ahead'])}")
-    for k, v in r["conflicts"].items():
-        lines.append(f"  conflict {k}: {v}")
+    if r.get("hint"):
+        lines.append("  " + r["hint"])
     return "\n".join(lines)
 
 
 def _h_pull(r: dict) -> str:
     lines = [f"pulled from {r['remote']}: {len(r['created'])} new, {len(r['fast_forwarded'])} updated refs; "
              f"notes {r['notes']}"]
-    for k, v in r["conflicts"].items():
-        lines.append(f"  conflict {k}: {v}")
     if r.get("hint"):
         lines.append("  " + r["hint"])
     return "\n".join(lines)

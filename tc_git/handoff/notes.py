@@ -2,12 +2,13 @@
 and the union merge when two notes histories diverged (never an overwrite)."""
 from __future__ import annotations
 
+import json
 import re
 
 import pygit2
 from pygit2.enums import FileMode
 
-from ..timeline import signature
+from ..timeline import note_text, signature
 from .refsel import as_oid, relation
 
 
@@ -48,9 +49,23 @@ def notes_for(repo: pygit2.Repository, tips, notes_tip) -> pygit2.Oid:
     return repo.create_commit(None, sig, sig, "Notes of the exported history (tc-git)\n", tb.write(), [])
 
 
+def _same_object(repo, a: pygit2.Oid, b: pygit2.Oid) -> pygit2.Oid:
+    """Two different notes on one commit: the same result whichever store merges them (so two
+    machines converge): JSON records are joined key by key, the note with the greater blob id
+    winning a key both hold; anything else is the note with the greater blob id."""
+    lo, hi = sorted((a, b), key=str)
+    try:
+        x, y = (json.loads(repo[o].peel(pygit2.Blob).data) for o in (lo, hi))
+    except (ValueError, KeyError):
+        return hi
+    if not (isinstance(x, dict) and isinstance(y, dict)):
+        return hi
+    return repo.create_blob(note_text({**x, **y}).encode())
+
+
 def merge_notes(repo: pygit2.Repository, ours, theirs) -> tuple[pygit2.Oid, str]:
     """Integrate two notes tips: fast-forward when one contains the other, else a merge commit
-    whose tree is the union of both (on the same annotated object, ours wins)."""
+    whose tree is the union of both (two notes on the same object: `_same_object`)."""
     if theirs is None:
         return ours, "unchanged"
     if ours is None:
@@ -61,11 +76,12 @@ def merge_notes(repo: pygit2.Repository, ours, theirs) -> tuple[pygit2.Oid, str]
     if rel == "behind":
         return theirs, "fast-forward"
     union = _notes_map(repo, theirs)
-    union.update(_notes_map(repo, ours))
+    for name, blob in _notes_map(repo, ours).items():
+        other = union.get(name)
+        union[name] = blob if other is None or other == blob else _same_object(repo, blob, other)
     tb = repo.TreeBuilder()
     for name in sorted(union):
         tb.insert(name, union[name], FileMode.BLOB)
     sig = signature()
-    oid = repo.create_commit(None, sig, sig, "Notes merged by tc-git (union; ours wins on the same object)\n",
-                             tb.write(), [ours, theirs])
+    oid = repo.create_commit(None, sig, sig, "Notes merged by tc-git (union)\n", tb.write(), [ours, theirs])
     return oid, "merged"

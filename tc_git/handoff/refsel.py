@@ -9,7 +9,15 @@ from typing import cast
 import pygit2
 
 from ..errors import Conflict
-from ..refs import CHECKPOINTS_PREFIX, MILESTONES_PREFIX, NOTES_REF, SESSIONS_PREFIX, TASKS_PREFIX, task_of_ref
+from ..refs import (
+    CHECKPOINTS_PREFIX,
+    MILESTONES_PREFIX,
+    NOTES_REF,
+    SESSIONS_PREFIX,
+    TASKS_PREFIX,
+    line_of_ref,
+    task_of_ref,
+)
 from ..timeline import TASK_ID_RE, Timeline, head_ref
 
 HEX40 = re.compile(r"\b[0-9a-f]{40}\b")
@@ -27,8 +35,9 @@ def valid_ref(name: str) -> bool:
     if any(part in ("", ".", "..") for part in name.split("/")):
         return False
     if name.startswith(TASKS_PREFIX):
-        task = task_of_ref(name)
-        return bool(task and TASK_ID_RE.match(task))
+        line = line_of_ref(name)
+        task = line[0] if line else task_of_ref(name)
+        return bool(task and TASK_ID_RE.match(task) and (line is None or TASK_ID_RE.match(line[1])))
     return name.startswith(SESSIONS_PREFIX) or name.startswith(MILESTONES_PREFIX)
 
 

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import re
 import shutil
+import socket
+import subprocess
+import time
 from pathlib import Path
 
 import pygit2
 
 from .. import _native
 from ..errors import BadInput, Conflict, NotFound, Unavailable
-from ..refs import NOTES_REF, SYNC_HAVE_PREFIX, SYNC_WANT_PREFIX, is_ours, task_of_ref
+from ..refs import NOTES_REF, SYNC_HAVE_PREFIX, SYNC_WANT_PREFIX, is_ours, line_of_ref, line_ref, task_of_ref, task_ref
 from ..results import PullResult, PushResult
 from ..store import Store
 from ..timeline import Timeline, head_ref
@@ -21,19 +25,6 @@ from .notes import merge_notes
 from .quarantine import adopt_loose, adopt_packs, quarantine, refuse_hostile_trees
 from .refsel import as_oid, cas_update, ref_target, relation, valid_ref
 from .userrepo import mirror, user_gitdir
-
-
-class _PushCallbacks(pygit2.RemoteCallbacks):
-    def __init__(self):
-        super().__init__()
-        self.rejected: dict[str, str] = {}
-        self.accepted: list[str] = []
-
-    def push_update_reference(self, refname, message):
-        if message:
-            self.rejected[refname] = message
-        else:
-            self.accepted.append(refname)
 
 
 def resolve_remote(store: Store, remote: str | None) -> str:
@@ -69,6 +60,7 @@ def _fetch_verified(store: Store, url: str, refs: dict[str, pygit2.Oid]) -> None
     """Fetch the objects behind remote refs the store lacks into a quarantine, check every tree
     they bring (pathsafe), and only then move them into the store. A refused remote leaves no
     object behind (BadInput)."""
+    _sweep_quarantines(store)
     repo = store.repo
     want = {n: o for n, o in refs.items() if o not in repo}
     if not want:
@@ -96,49 +88,187 @@ def _fetch_verified(store: Store, url: str, refs: dict[str, pygit2.Oid]) -> None
     store.reopen()
 
 
-def push(store: Store, remote: str | None = None) -> PushResult:
-    """Send every task/session/milestone ref and the notes to a git remote (explicit refspecs)."""
+# a push that lost a race (the remote moved between our fetch and our push) is tried again
+PUSH_BUDGET_S = 60.0
+_RETRYABLE = ("fetch first", "non-fast-forward", "stale info", "cannot lock", "failed to lock", "failed to update",
+              "incorrect old value", "atomic push failed", "atomic push failure", "unable to lock", "reference already exists")
+
+
+def _git_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env["GIT_TERMINAL_PROMPT"] = "0"  # never wait for a password on a terminal nobody watches
+    return env
+
+
+def _git_push(store: Store, url: str, refs: list[str]) -> tuple[bool, dict[str, str], str]:
+    """`git push --atomic` of `refs` (name:name, never forced) from the store: git's own send
+    and receive sides, so the remote's hooks and rules apply (a path remote included), and the
+    remote takes every ref or none. (accepted?, {ref: why refused}, stderr)."""
+    git = shutil.which("git")
+    if not git:
+        raise Unavailable("push needs the git command line (git's atomic push); install git and push again")
+    r = subprocess.run([git, f"--git-dir={store.path}", "-c", "core.hooksPath=/dev/null", "push", "--atomic",
+                        "--porcelain", "--no-verify", url, *[f"{n}:{n}" for n in refs]],
+                       capture_output=True, text=True, env=_git_env(), stdin=subprocess.DEVNULL)
+    refused: dict[str, str] = {}
+    for line in r.stdout.splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 3 and parts[0] == "!":
+            refused[parts[1].split(":", 1)[-1]] = parts[2].strip()
+    err = (r.stderr or "").strip()
+    if r.returncode and not refused:
+        refused["*"] = err.splitlines()[-1] if err else f"git push exited {r.returncode}"
+    return r.returncode == 0 and not refused, refused, err
+
+
+def _retryable(refused: dict[str, str], err: str) -> bool:
+    text = (" ".join(refused.values()) + " " + err).lower()
+    if "hook declined" in text or "denied" in text or "not support" in text:
+        return False
+    return any(k in text for k in _RETRYABLE) or all("atomic" in v for v in refused.values())
+
+
+def line_name(oid) -> str:
+    """The name a local line of a shared task is kept under: this machine and the line's tip (the
+    same line always gets the same name, two machines never the same one)."""
+    host = re.sub(r"[^A-Za-z0-9._-]+", "-", socket.gethostname()).strip("-._")[:40] or "machine"
+    return f"{host}-{str(oid)[:10]}"
+
+
+def _keep_lines(repo: pygit2.Repository, theirs: dict[str, pygit2.Oid]) -> dict[str, tuple[str, str]]:
+    """Tasks continued both here and on the remote: the remote's head stays `head`, the local one
+    is kept as `refs/checkpoints/tasks/<id>/lines/<machine>-<tip>` (one transaction). Returns
+    {task head ref: (line ref, the local tip)}."""
+    updates: dict[str, tuple] = {}
+    kept: dict[str, tuple[str, str]] = {}
+    for name, oid in sorted(theirs.items()):
+        task = task_of_ref(name)
+        ours = ref_target(repo, name) if task else None
+        if task is None or relation(repo, ours, oid) != "diverged":
+            continue
+        lref = line_ref(task, line_name(ours))
+        cur = ref_target(repo, lref)
+        if cur is None:
+            updates[lref] = (None, ours)
+        updates[name] = (ours, oid)
+        kept[name] = (lref, str(ours))
+    cas_update(repo, updates, "tc-git: keep the local line of a shared task")
+    return kept
+
+
+def _joined(repo: pygit2.Repository, name: str, oid) -> bool:
+    """A line already joined into its task (its tip is in the head's history)."""
+    line = line_of_ref(name)
+    if line is None:
+        return False
+    head = ref_target(repo, task_ref(line[0]))
+    return head is not None and (head == oid or repo.descendant_of(head, oid))
+
+
+def _sweep_quarantines(store: Store) -> None:
+    """Remove what killed syncs left behind (tc/quarantine-*): the caller holds the store's lock
+    and every quarantine lives under it, so any one there now is dead."""
+    for d in (store.path / "tc").glob("quarantine-*"):
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def push(store: Store, remote: str | None = None, budget: float = PUSH_BUDGET_S) -> PushResult:
+    """Send every task/session/milestone ref and the notes to a git remote (explicit refspecs).
+
+    Converges by itself: fetch what the remote has, merge the notes (union), keep tasks that were
+    continued on both sides as lines of one task, then push everything in one atomic push; a
+    lost race (the remote moved meanwhile) starts over after a short random wait, for at most
+    `budget` seconds. Raises Conflict when anything asked for is not on the remote."""
     url = resolve_remote(store, remote)
+    t0 = time.monotonic()
+    attempt = 0
+    lines: dict[str, tuple[str, str]] = {}
+    while True:
+        attempt += 1
+        with store.lock():
+            repo = store.repo
+            try:
+                theirs = _remote_refs(repo.remotes.create_anonymous(url))
+            except pygit2.GitError as e:
+                raise Unavailable(f"cannot reach remote {url}: {e}; check the URL and the network, then push again") from e
+            _fetch_verified(store, url, theirs)
+            repo = store.repo
+            lines.update(_keep_lines(repo, theirs))
+            ours = {n: ref_target(repo, n) for n in repo.references if is_ours(n) and valid_ref(n)}
+            ours = {n: o for n, o in ours.items() if o is not None}
+            to_push, behind, conflicts, notes_state = [], [], {}, None
+            for name, oid in sorted(ours.items()):
+                rel = relation(repo, theirs.get(name), oid)
+                if rel == "equal":
+                    continue
+                if name == NOTES_REF and rel == "diverged":
+                    merged, notes_state = merge_notes(repo, oid, theirs[name])
+                    cas_update(repo, {NOTES_REF: (oid, merged)}, "tc-git: merge notes before push")
+                    ours[name] = merged
+                    to_push.append(name)
+                elif rel == "absent" and _joined(repo, name, oid):
+                    continue  # a line already joined into its task: nothing more to share
+                elif rel in ("absent", "behind"):
+                    to_push.append(name)
+                elif rel == "ahead":
+                    behind.append(name)
+                else:
+                    conflicts[name] = "diverged: the remote has commits this store lacks and vice versa"
+            if not to_push:
+                break
+            ok, refused, err = _git_push(store, url, to_push)
+        if ok:
+            break
+        if "*" in refused and not _retryable(refused, err):
+            raise Unavailable(f"push to {url} failed: {err or refused['*']}; check the URL and the network, then push again")
+        if not _retryable(refused, err):
+            why = "; ".join(f"{k} ({v})" for k, v in sorted(refused.items()))
+            raise Conflict(f"the remote {url} refused the push, so nothing of it was applied: {why}. "
+                           f"Ask the remote's owner about its rules, then push again"
+                           + (f" (git: {err.splitlines()[-1]})" if err and "*" not in refused else ""))
+        left = budget - (time.monotonic() - t0)
+        if left <= 0:
+            raise Conflict(f"push to {url} kept losing races with other pushes for {budget:.0f} s ({attempt} attempts; "
+                           f"last: {'; '.join(f'{k} ({v})' for k, v in sorted(refused.items()))}); nothing of the "
+                           f"last attempt was applied. Push again")
+        time.sleep(min(left, random.uniform(0.02, 0.05) * 2 ** min(attempt, 6)))
+    if to_push:
+        _verify_pushed(store, url, {n: ours[n] for n in to_push})
+    if conflicts:
+        raise Conflict(f"not on {url}: " + "; ".join(f"{k} ({v})" for k, v in sorted(conflicts.items()))
+                       + (f"; pushed the rest ({len(to_push)} refs)" if to_push else "")
+                       + ". Pull, then keep one side (`tc-git import --rename` for a task) and push again")
+    return {"remote": url, "ok": True, "pushed": to_push, "remote_ahead": behind, "conflicts": {},
+            "notes": notes_state or ("pushed" if NOTES_REF in to_push else "unchanged"),
+            "up_to_date": len(ours) - len(to_push) - len(behind), "attempts": attempt,
+            "lines": {k: v[0] for k, v in sorted(lines.items())},
+            "hint": _lines_hint(lines)}
+
+
+def _lines_hint(lines: dict[str, tuple[str, str]]) -> str | None:
+    if not lines:
+        return None
+    shown = ", ".join(v[0].split("/lines/", 1)[1] for v in lines.values())
+    return (f"the remote had continued {len(lines)} task(s) too: its head is now the task's head and your work is "
+            f"kept as line {shown} (on the remote too once pushed); see `tc-git log`, join with `tc-git adopt <line>`")
+
+
+def _verify_pushed(store: Store, url: str, pushed: dict[str, pygit2.Oid]) -> None:
+    """Read the remote's refs back: each pushed ref holds what we sent or a later commit."""
     with store.lock():
         repo = store.repo
-        r = repo.remotes.create_anonymous(url)
         try:
-            theirs = _remote_refs(r)
+            now = _remote_refs(repo.remotes.create_anonymous(url))
         except pygit2.GitError as e:
-            raise Unavailable(f"cannot reach remote {url}: {e}") from e
-        _fetch_verified(store, url, theirs)
-        repo = store.repo
-        ours = {n: ref_target(repo, n) for n in repo.references if is_ours(n) and valid_ref(n)}
-        ours = {n: o for n, o in ours.items() if o is not None}
-        to_push, behind, conflicts, notes_state = [], [], {}, None
-        for name, oid in sorted(ours.items()):
-            rel = relation(repo, theirs.get(name), oid)
-            if rel == "equal":
-                continue
-            if name == NOTES_REF and rel == "diverged":
-                merged, notes_state = merge_notes(repo, oid, theirs[name])
-                cas_update(repo, {NOTES_REF: (oid, merged)}, "tc-git: merge notes before push")
-                to_push.append(name)
-            elif rel in ("absent", "behind"):
-                to_push.append(name)
-            elif rel == "ahead":
-                behind.append(name)
-            else:
-                conflicts[name] = "diverged: the remote has commits this store lacks and vice versa"
-        cb = _PushCallbacks()
-        if to_push:
-            try:
-                # a fresh remote: the one above is connected in the fetch direction
-                with _native.whole_windows():  # (a local remote: libgit2's indexer receives the pack)
-                    repo.remotes.create_anonymous(url).push([f"{n}:{n}" for n in to_push], callbacks=cb)
-            except pygit2.GitError as e:
-                raise Conflict(f"push to {url} failed: {e}") from e
-    if cb.rejected:
-        raise Conflict(f"the remote {url} rejected " + "; ".join(f"{k} ({v})" for k, v in sorted(cb.rejected.items()))
-                       + (f"; accepted: {', '.join(sorted(cb.accepted))}" if cb.accepted else ""))
-    return {"remote": url, "ok": not conflicts, "pushed": to_push, "remote_ahead": behind, "conflicts": conflicts,
-            "notes": notes_state or ("pushed" if NOTES_REF in to_push else "unchanged"),
-            "up_to_date": len(ours) - len(to_push) - len(behind) - len(conflicts)}
+            raise Unavailable(f"pushed to {url} but could not read it back ({e}); run `tc-git push` again to check") from e
+        moved = {n: o for n, o in pushed.items() if now.get(n) != o}
+        if moved:
+            _fetch_verified(store, url, {n: now[n] for n in moved if n in now})
+            repo = store.repo
+        missing = [n for n, o in moved.items() if n not in now or not repo.descendant_of(now[n], o)]
+    if missing:
+        raise Conflict(f"the push to {url} was accepted but {', '.join(sorted(missing)[:5])} is not on it as sent "
+                       f"(the remote or a hook changed it): push again, or ask the remote's owner")
 
 
 def pull(store: Store, remote: str | None = None, verify: bool = True, mirror_git: bool = True) -> PullResult:
@@ -168,6 +298,7 @@ def _pull(store: Store, url: str, created_store: bool, verify: bool, mirror_git:
             raise Unavailable(f"cannot reach remote {url}: {e}") from e
         _fetch_verified(store, url, theirs)
         repo = store.repo
+        lines = _keep_lines(repo, theirs)
         updates: dict[str, tuple] = {}
         created: list[str] = []
         fast_forwarded: list[str] = []
@@ -182,6 +313,8 @@ def _pull(store: Store, url: str, created_store: bool, verify: bool, mirror_git:
                     updates[name] = (ours, merged)
                 continue
             rel = relation(repo, ours, oid)
+            if rel == "absent" and _joined(repo, name, oid):
+                continue  # a line this store already joined into its task
             if rel == "absent":
                 updates[name] = (ours, oid)
                 created.append(name)
@@ -191,17 +324,37 @@ def _pull(store: Store, url: str, created_store: bool, verify: bool, mirror_git:
             elif rel == "ahead":
                 local_ahead.append(name)
             elif rel == "diverged":
-                conflicts[name] = "diverged: kept the local ref; import the remote one under a new id"
+                conflicts[name] = "diverged: kept the local ref"
         cas_update(repo, updates, "tc-git: pull")
         active = store.active_task()
+        fast_forwarded += [n for n in lines if n not in fast_forwarded]
         moved_tasks = [n for n in created + fast_forwarded if task_of_ref(n)]
         git = mirror(store, lambda repo: {n: ref_target(repo, n) for n in moved_tasks + [NOTES_REF]
                                           if ref_target(repo, n) is not None}, None, verify, mirror_git) if moved_tasks else None
     moved = bool(active and head_ref(active) in fast_forwarded)
-    return {"remote": url, "ok": not conflicts, "created": created, "fast_forwarded": fast_forwarded,
-            "local_ahead": local_ahead, "conflicts": conflicts, "notes": notes_state or "unchanged",
+    new_tasks = [t for t in (task_of_ref(n) for n in created) if t]
+    hints = [h for h in (_restore_hint(store.repo, active) if moved and active else None, _lines_hint(lines),
+                         _new_tasks_hint(store.repo, new_tasks)) if h]
+    if conflicts:
+        raise Conflict(f"pulled from {url}, but kept the local " + "; ".join(f"{k} ({v})" for k, v in sorted(conflicts.items()))
+                       + ": the remote's version is not here. Rename or drop one side, then pull again"
+                       + (f". Also: {'; '.join(hints)}" if hints else ""))
+    return {"remote": url, "ok": True, "created": created, "fast_forwarded": fast_forwarded,
+            "local_ahead": local_ahead, "conflicts": {}, "notes": notes_state or "unchanged",
             "store_created": created_store, "active_task_moved": moved, "git": git,
-            "hint": _restore_hint(store.repo, active) if moved and active else None}
+            "tasks": new_tasks, "lines": {k: v[0] for k, v in sorted(lines.items())},
+            "hint": "; ".join(hints) if hints else None}
+
+
+def _new_tasks_hint(repo: pygit2.Repository, tasks: list[str]) -> str | None:
+    if not tasks:
+        return None
+    shown = []
+    for t in tasks[:5]:
+        name = Timeline(repo, t).head().record.get("task", {}).get("name")
+        shown.append(f"{t} ({name})" if name and name != t else t)
+    more = f" and {len(tasks) - 5} more" if len(tasks) > 5 else ""
+    return f"new tasks: {', '.join(shown)}{more}; continue one with `tc-git switch <task>`"
 
 
 def _restore_hint(repo: pygit2.Repository, task_id: str) -> str | None:
