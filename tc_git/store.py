@@ -23,9 +23,27 @@ from .fsutil import (
     atomic_write,  # noqa: F401  (re-exported: engine, handoff)
     fsync_setting,
 )
-from .refs import POINTER_FILE, STORE_DIRNAME, STORE_HEAD_REF  # noqa: F401  (re-exported)
+from .refs import NOTES_REF, POINTER_FILE, STORE_DIRNAME, STORE_HEAD_REF  # noqa: F401  (re-exported)
 
 IDENTITY = ("tc-git", "tc-git@localhost")
+
+
+def signature(when: float | None = None) -> pygit2.Signature:
+    if when is None:
+        return pygit2.Signature(*IDENTITY)
+    return pygit2.Signature(*IDENTITY, int(when), 0)
+
+
+def read_note(repo: pygit2.Repository, oid) -> dict:
+    """The JSON record a commit's note on `refs/notes/checkpoints` holds; {} when there is none
+    (or it is not a JSON object). `Notes` reads them all at once."""
+    try:
+        data = json.loads(repo.lookup_note(str(oid), NOTES_REF).message)
+    except (KeyError, ValueError, pygit2.GitError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 ATTRIBUTES = "* -text -filter -ident -working-tree-encoding -eol\n"
 
 # libgit2 refuses repositories owned by another uid (bind mounts, containers); the store is

@@ -22,23 +22,13 @@ from .errors import Conflict, NotFound
 from .refs import NOTES_REF, TASK_HEAD_RE, TASKS_PREFIX, task_ref
 from .results import EntryView, LeftOut
 from .secrets import redact_obj
-from .store import IDENTITY
+from .store import IDENTITY, read_note, signature  # noqa: F401  (read_note re-exported: view, tests)
 
 KINDS = ("init", "step", "drift", "restore", "import", "close")
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 head_ref = task_ref  # the older name, used across the engine
-
-
-def read_note(repo: pygit2.Repository, oid) -> dict:
-    """The JSON record a commit's note on `refs/notes/checkpoints` holds; {} when there is none
-    (or it is not a JSON object). `Notes` reads them all at once."""
-    try:
-        data = json.loads(repo.lookup_note(str(oid), NOTES_REF).message)
-    except (KeyError, ValueError, pygit2.GitError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 class Notes:
@@ -70,12 +60,6 @@ class Notes:
         except (ValueError, KeyError):
             return {}
         return data if isinstance(data, dict) else {}
-
-
-def signature(when: float | None = None) -> pygit2.Signature:
-    if when is None:
-        return pygit2.Signature(*IDENTITY)
-    return pygit2.Signature(*IDENTITY, int(when), 0)
 
 
 def note_text(record: dict) -> str:

@@ -16,7 +16,7 @@ import pygit2
 
 from ..errors import BadInput, Conflict, NotFound
 from ..refs import MILESTONES_PREFIX, NOTES_REF, SESSIONS_PREFIX
-from ..timeline import read_note, signature
+from ..store import read_note, signature
 
 __all__ = ["MILESTONES_PREFIX", "Milestone", "check_name", "SessionInfo", "resolve", "set_milestone",
            "get_milestone", "list_milestones", "delete_milestone", "list_sessions", "log",

@@ -22,7 +22,7 @@ from pygit2.enums import ObjectType
 from .. import secrets as _secrets
 from ..fsutil import atomic_write
 from ..refs import SESSIONS_PREFIX
-from ..timeline import signature
+from ..store import signature
 from .model import Event, Transcript, short_text
 from .readers import read_transcript
 
