@@ -34,6 +34,17 @@ class UnsafeRoot(BadInput):
     code = "unsafe_root"
 
 
+class UntrustedStore(UnsafeRoot):
+    """A store or pointer file another user owns, or that others can write (discover.untrusted):
+    never read or written unless the user lists it in TC_SAFE_STORES."""
+
+    code = "untrusted_store"
+
+    def __init__(self, message: str, path: str = "", workspace: str | None = None):
+        super().__init__(message)
+        self.path, self.workspace = path, workspace
+
+
 class StoreBusy(TcError):
     code = "store_busy"
 

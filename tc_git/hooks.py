@@ -20,7 +20,8 @@ event needs:
 
 Rules: never fail the agent (any error -> a line on stderr, exit 0, and a line in
 `<store>/tc/hooks.log` when there is a store); never create a workspace store; no active task ->
-nothing, except the session recording above.
+nothing, except the session recording above; a store another user owns, or others can write, is
+no store (discover.untrusted): nothing of it is injected, nothing is written into it.
 Start-up cost matters (every tool call pays it): this module imports only the standard library
 at load time, never `mcp`, and pygit2 (through the engine) only on the paths that need it.
 """
@@ -33,7 +34,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .discover import find_workspace, store_dir  # stdlib-only: the hook entry loads no pygit2
+from .discover import check_user_store, find_workspace, store_dir, untrusted  # stdlib-only: no pygit2
+from .errors import UntrustedStore
 from .jsonsafe import one_line
 from .recordrules import OPT_OUT_FILE, opted_out, record_mode, user_store_path  # noqa: F401  (OPT_OUT_FILE: re-exported)
 
@@ -86,7 +88,9 @@ def locate(cwd: str | None) -> Place | None:
     """The workspace of `cwd`, found as the CLI finds it (discover.py: cwd or its nearest parent
     with a store; the agent may have `cd`-ed into a subdirectory), and its store. Reads a few
     small files; never imports pygit2, never creates anything. None when there is no store (the
-    home directory, its parents and `/` are never workspaces, as in `store.check_root`)."""
+    home directory, its parents and `/` are never workspaces, as in `store.check_root`).
+    Raises UntrustedStore for a store (or pointer file) that is another user's or writable by
+    others: the caller treats that as no store and never reads or writes it."""
     if not cwd:
         return None
     d = os.path.realpath(os.path.expanduser(cwd))
@@ -102,6 +106,9 @@ def locate(cwd: str | None) -> Place | None:
     store = os.path.realpath(store_dir(found)[0])
     if not _is_store(store):
         return None
+    err = untrusted(store, "tc-git store", root)  # (a pointer's or TC_STORE's store)
+    if err is not None:
+        raise err
     return Place(root, store, _active(store).get(root))
 
 
@@ -393,7 +400,10 @@ def run(name: str | None, agent_hint: str | None = None, stdin=None) -> str:
         if handler is None:
             return ""
         cwd = event.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
-        place = locate(cwd)
+        try:
+            place = locate(cwd)
+        except UntrustedStore as e:  # another user's store: no store here, nothing of it is read
+            print(f"tc-git hook {kind}: {e.message}", file=sys.stderr)
         if kind in RECORDING:  # every session is recorded unless turned off (see the top)
             mode = record_mode()
             if mode == "off" or opted_out(cwd) or (mode == "tasks" and (place is None or not place.task)):
@@ -402,6 +412,7 @@ def run(name: str | None, agent_hint: str | None = None, stdin=None) -> str:
                 d = os.path.realpath(os.path.expanduser(str(cwd)))
                 if not os.path.isdir(d):
                     return ""
+                check_user_store()  # (raises UntrustedStore: then nothing is recorded anywhere)
                 place = Place(d, str(user_store_path()), None, user=True)
         elif place is None or not place.task:
             return ""

@@ -17,7 +17,7 @@ import pygit2
 from pygit2.enums import Option
 
 from . import handles, lockfile, validate
-from .discover import store_dir, user_path
+from .discover import store_dir, untrusted, user_path
 from .errors import BadInput, StoreBusy, UnsafeRoot
 from .fsutil import (
     atomic_write,  # noqa: F401  (re-exported: engine, handoff)
@@ -106,7 +106,9 @@ def check_location(path: Path, workspace: Path, source: str = "default") -> Path
     * never a symbolic link (a planted `.checkpoints -> .git` would hand us the user's repo);
     * never a git directory that is not ours, nor anything inside one (`.git` in any case, a
       bare repository, another store's internals);
-    * an existing non-empty directory must carry our marker.
+    * an existing non-empty directory must carry our marker;
+    * an existing directory must be the current user's, writable by nobody else, unless
+      TC_SAFE_STORES trusts it (discover.untrusted: another user's store is never used).
     """
     fix = {"default": "it is not tc-git's: move it aside (or, if it is a link, delete the link), or keep the "
                       "tc-git store elsewhere with --store / TC_STORE",
@@ -121,6 +123,9 @@ def check_location(path: Path, workspace: Path, source: str = "default") -> Path
     if real.name.casefold() == ".git":
         raise _refuse(real, "it is a git directory (.git)", source, fix)
     if real.exists():
+        err = untrusted(real, "tc-git store", workspace)
+        if err is not None:
+            raise err
         if not real.is_dir():
             raise _refuse(real, "it exists and is not a directory", source, fix)
         if not is_ours(real):

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from .. import __version__, jsonsafe
-from ..errors import BadInput, TcError
+from ..errors import BadInput, TcError, UntrustedStore
 from . import blame, core, handoff, hooks, run, setup, skill, trajectory, view
 from .common import ID_HELP, prog, set_prog
 
@@ -166,7 +166,12 @@ def _workspace(args) -> str:
     from ..discover import find_workspace
 
     start = os.path.abspath(os.path.expanduser(args.root)) if args.root else os.getcwd()
-    found = find_workspace(start)
+    try:
+        found = find_workspace(start)
+    except UntrustedStore as e:  # another user's store above: only `init` here may go on, with its own
+        if args.cmd != "init" or e.workspace is None or os.path.realpath(e.workspace) == os.path.realpath(start):
+            raise
+        return start
     if args.cmd == "init":
         if found is not None and str(found) != os.path.realpath(start) and not args.force:
             raise BadInput(f"{start} is inside the tc-git workspace {found}: `{prog()} init` there starts a "

@@ -27,8 +27,10 @@ from ..recordrules import OPT_OUT_FILE, opted_out, record_mode, user_store_path 
 
 def open_user_store(project: str | os.PathLike, *, create: bool = False):
     """The user-level Store, its workspace set to `project` (None when absent and not created)."""
+    from ..discover import check_user_store
     from ..store import Store
 
+    check_user_store()  # another user's (or a world-writable) one is never used
     path = user_store_path()
     st = Store(path, Path(os.path.realpath(os.path.expanduser(str(project)))))
     if not st.exists:
