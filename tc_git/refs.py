@@ -7,6 +7,7 @@ Stdlib only (the hook entry and pathsafe import it without loading pygit2). The 
     refs/checkpoints/sessions/<agent>-<s>/<b>   a recorded conversation's branches
     refs/checkpoints/milestones/<name>          named events
     refs/notes/checkpoints                      one JSON note per commit (timeline and trajectory)
+    refs/notes/checkpoints-blame                line provenance of each task commit (provenance.py)
     refs/heads/tc-git                           the README commit a bare `git log` shows
 
 Refs named here are a format: bundles, mirrors and pushed remotes carry them, so a change is a
@@ -27,6 +28,7 @@ SESSIONS_PREFIX = CHECKPOINTS_PREFIX + "sessions/"
 MILESTONES_PREFIX = CHECKPOINTS_PREFIX + "milestones/"
 NOTES_REF = "refs/notes/checkpoints"
 BLAME_NOTES_REF = "refs/notes/checkpoints-blame"  # line provenance, one note per task commit (provenance.py)
+NOTES_REFS = (NOTES_REF, BLAME_NOTES_REF)  # the notes refs that travel (bundles, remotes)
 STORE_HEAD_REF = "refs/heads/tc-git"
 # private, short-lived refs in a quarantine repository while syncing with a remote
 SYNC_HAVE_PREFIX = "refs/tc-have/"
@@ -73,4 +75,4 @@ def milestone_ref(name: str) -> str:
 
 def is_ours(name: str) -> bool:
     """A ref tc-git owns (what bundles, mirrors and remotes may carry)."""
-    return name == NOTES_REF or name.startswith(CHECKPOINTS_PREFIX)
+    return name in NOTES_REFS or name.startswith(CHECKPOINTS_PREFIX)

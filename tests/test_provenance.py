@@ -237,3 +237,38 @@ def test_stock_git_reads_the_attribution_and_recomputing_gives_the_same_bytes(se
     after = {ln.split()[1]: ln.split()[0] for ln in
              git(store, "notes", "--ref=checkpoints-blame", "list").decode().split("\n") if ln}
     assert after == before
+
+
+def test_the_attribution_travels_in_a_bundle_and_through_a_remote(session, tmp_path):
+    import shutil
+
+    from tc_git.engine import Engine
+
+    here = tmp_path / "here"
+    shutil.copytree(session.root, here, symlinks=True)  # export records unsaved work: leave the module's alone
+    store = here / ".checkpoints"
+    task = git(store, "for-each-ref", "--format=%(refname:lstrip=3)", "refs/checkpoints/tasks/").decode().split("/")[0]
+    Engine(here).switch(task)  # the active task is kept per workspace path
+    first = blame(here, "src/app.py", at="d0006")
+    notes = git(store, "notes", "--ref=checkpoints-blame", "list").decode()
+    out = tc(here, "export", str(tmp_path / "task.bundle"))
+    git(tmp_path, "bundle", "verify", out["path"])
+    assert "refs/notes/checkpoints-blame" in out["refs"]
+    there = tmp_path / "there"
+    there.mkdir()
+    tc(there, "import", out["path"])
+    other = there / ".checkpoints"
+    for line in notes.split("\n"):
+        if line:
+            blob, commit = line.split()
+            assert git(other, "notes", "--ref=checkpoints-blame", "show", commit) == git(store, "cat-file", "blob", blob)
+    assert Engine(there).blame("src/app.py", at="d0006") == first
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    pushed = Engine(here).push(str(remote))
+    assert "refs/notes/checkpoints-blame" in pushed["pushed"]
+    head = first["commit"]
+    assert json.loads(git(remote, "notes", "--ref=checkpoints-blame", "show", head))["id"] == "d0006"
+    fsck(remote)
+    fsck(other)
+

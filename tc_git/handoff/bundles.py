@@ -19,7 +19,7 @@ from pygit2.enums import ObjectType
 from .. import bundle as bundle_mod
 from .. import packs, validate
 from ..errors import BadInput, Conflict, NotFound
-from ..refs import NOTES_REF, task_of_ref
+from ..refs import NOTES_REF, NOTES_REFS, task_of_ref
 from ..results import BundleExport
 from ..secrets import redact_text
 from ..store import Store
@@ -119,8 +119,10 @@ def export(store: Store, task_id: str, info: Mapping[str, Any], to, since=None) 
     with store.lock():
         repo = store.repo
         refs = task_refs(repo, task_id)
-        if NOTES_REF in refs:  # only this task's notes travel: others' titles and paths stay home
-            refs[NOTES_REF] = notes_for(repo, [v for k, v in refs.items() if k != NOTES_REF], refs[NOTES_REF])
+        heads = [v for k, v in refs.items() if k not in NOTES_REFS]
+        for name in NOTES_REFS:  # only this task's notes travel: others' titles and paths stay home
+            if name in refs:
+                refs[name] = notes_for(repo, heads, refs[name])
         prereqs: list[str] = []
         if since:
             sp = Path(os.path.expanduser(str(since))).resolve()
@@ -240,8 +242,10 @@ def import_bundle(store: Store, path: Path, rename, merge) -> dict:
                 repo = store.reopen()
                 updates = {}
                 for name, (old, new) in plan.items():
-                    if name == NOTES_REF:
-                        new, report["notes"] = merge_notes(repo, old, new)
+                    if name in NOTES_REFS:
+                        new, state = merge_notes(repo, old, new)
+                        if name == NOTES_REF:
+                            report["notes"] = state
                         if new == old:
                             continue
                     updates[name] = (old, new)
@@ -274,7 +278,7 @@ def _plan_refs(q, store: Store, incoming: dict[str, str], rename, merge) -> tupl
         if t and rename:
             target = head_ref(rename)
         ours = ref_target(local, target) if local is not None else None
-        if name == NOTES_REF:
+        if name in NOTES_REFS:
             plan[name] = (ours, theirs)
             continue
         rel = relation(q, ours, theirs)

@@ -13,6 +13,7 @@ from ..refs import (
     CHECKPOINTS_PREFIX,
     MILESTONES_PREFIX,
     NOTES_REF,
+    NOTES_REFS,
     SESSIONS_PREFIX,
     TASKS_PREFIX,
     line_of_ref,
@@ -28,7 +29,7 @@ def as_oid(x) -> pygit2.Oid:
 
 def valid_ref(name: str) -> bool:
     """Our namespaces only, with names git accepts and task refs in their exact shape."""
-    if name == NOTES_REF:
+    if name in NOTES_REFS:
         return True
     if not name.startswith(CHECKPOINTS_PREFIX) or not pygit2.reference_is_valid_name(name):
         return False
@@ -139,9 +140,10 @@ def linked_refs(repo: pygit2.Repository, task_id: str, milestones_only: bool = F
 def task_refs(repo: pygit2.Repository, task_id: str, milestones_only: bool = False) -> dict[str, pygit2.Oid]:
     refs = {head_ref(task_id): cast(pygit2.Oid, repo.references[head_ref(task_id)].target)}  # a direct ref
     refs.update(linked_refs(repo, task_id, milestones_only))
-    notes = ref_target(repo, NOTES_REF)
-    if notes is not None:
-        refs[NOTES_REF] = notes
+    for name in NOTES_REFS:
+        notes = ref_target(repo, name)
+        if notes is not None:
+            refs[name] = notes
     return refs
 
 
@@ -169,7 +171,7 @@ def store_state(store) -> tuple[dict, str | None]:
     repo = store.repo
     refs = {}
     for name in repo.references:
-        if name.startswith(CHECKPOINTS_PREFIX) or name == NOTES_REF:
+        if name.startswith(CHECKPOINTS_PREFIX) or name in NOTES_REFS:
             t = ref_target(repo, name)
             if t is not None:
                 refs[name] = t

@@ -17,7 +17,17 @@ import pygit2
 
 from .. import _native
 from ..errors import BadInput, Conflict, NotFound, Unavailable
-from ..refs import NOTES_REF, SYNC_HAVE_PREFIX, SYNC_WANT_PREFIX, is_ours, line_of_ref, line_ref, task_of_ref, task_ref
+from ..refs import (
+    NOTES_REF,
+    NOTES_REFS,
+    SYNC_HAVE_PREFIX,
+    SYNC_WANT_PREFIX,
+    is_ours,
+    line_of_ref,
+    line_ref,
+    task_of_ref,
+    task_ref,
+)
 from ..results import PullResult, PushResult
 from ..store import Store
 from ..timeline import Timeline, head_ref
@@ -201,9 +211,10 @@ def push(store: Store, remote: str | None = None, budget: float = PUSH_BUDGET_S)
                 rel = relation(repo, theirs.get(name), oid)
                 if rel == "equal":
                     continue
-                if name == NOTES_REF and rel == "diverged":
-                    merged, notes_state = merge_notes(repo, oid, theirs[name])
-                    cas_update(repo, {NOTES_REF: (oid, merged)}, "tc-git: merge notes before push")
+                if name in NOTES_REFS and rel == "diverged":
+                    merged, state = merge_notes(repo, oid, theirs[name])
+                    notes_state = state if name == NOTES_REF else notes_state
+                    cas_update(repo, {name: (oid, merged)}, "tc-git: merge notes before push")
                     ours[name] = merged
                     to_push.append(name)
                 elif rel == "absent" and _joined(repo, name, oid):
@@ -307,8 +318,9 @@ def _pull(store: Store, url: str, created_store: bool, verify: bool, mirror_git:
         notes_state = None
         for name, oid in sorted(theirs.items()):
             ours = ref_target(repo, name)
-            if name == NOTES_REF:
-                merged, notes_state = merge_notes(repo, ours, oid)
+            if name in NOTES_REFS:
+                merged, state = merge_notes(repo, ours, oid)
+                notes_state = state if name == NOTES_REF else notes_state
                 if merged != ours:
                     updates[name] = (ours, merged)
                 continue

@@ -8,7 +8,7 @@ from pathlib import Path
 import pygit2
 
 from .. import gitguard, packs
-from ..refs import NOTES_REF
+from ..refs import NOTES_REF, NOTES_REFS
 from ..results import GitInfo
 from ..store import Store
 from .notes import merge_notes
@@ -66,8 +66,9 @@ def sync_into_repo(src: pygit2.Repository, gitdir: Path, refs: dict[str, pygit2.
         rel = relation(user, old, new)
         if rel == "equal":
             continue
-        if name == NOTES_REF:
-            merged, notes_state = merge_notes(user, new, old)
+        if name in NOTES_REFS:
+            merged, state = merge_notes(user, new, old)
+            notes_state = state if name == NOTES_REF else notes_state
             if merged != old:
                 updates[name] = (old, merged)
         elif rel in ("absent", "behind"):
