@@ -19,7 +19,7 @@ from . import snapshot as snapshot_mod
 from .policy import Policy
 from .refs import EMPTY_TREE
 from .results import ChangedFile, FilesChanged
-from .store import Store
+from .store import Store, repository_around
 from .timeline import Entry, Timeline
 
 MAX_LIST = 200  # longest path list in a result; the rest is counted
@@ -49,10 +49,9 @@ class Workspace:
     def base(self) -> str | None:
         """The user's HEAD commit, if the workspace is in a git repository (read-only)."""
         try:
-            gitdir = pygit2.discover_repository(str(self.store.workspace))
-            if not gitdir or Path(gitdir).resolve() == self.store.path.resolve():
+            user = repository_around(self.store.workspace)
+            if user is None or Path(user.path).resolve() == self.store.path.resolve():
                 return None
-            user = pygit2.Repository(gitdir)
             return None if user.head_is_unborn else str(user.head.target)
         except (pygit2.GitError, KeyError, ValueError, OSError):
             return None

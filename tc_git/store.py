@@ -67,6 +67,18 @@ def fsync_gitdir() -> bool:
     return want
 
 
+def repository_around(path: str | os.PathLike) -> pygit2.Repository | None:
+    """The git repository `path` is in, found the way git finds it (up the parents, not across a
+    filesystem boundary), opened; None if there is none. Not `pygit2.discover_repository`: when
+    nothing is found, pygit2 1.21 returns None without owning a reference to it, so each miss
+    takes one from None's count, and Python 3.11 aborts ("none_dealloc") once it reaches zero
+    (benchmarks/results/pygit2-none-refcount.md; tests/test_refcount.py)."""
+    try:
+        return pygit2.Repository(os.fspath(path))
+    except (pygit2.GitError, KeyError, ValueError, OSError):
+        return None
+
+
 def check_root(root: str | os.PathLike) -> Path:
     """Resolve and validate a workspace root; never creates it (rules in validate.root)."""
     return validate.root(root)

@@ -10,20 +10,17 @@ import pygit2
 from .. import gitguard, packs
 from ..refs import NOTES_REF, NOTES_REFS
 from ..results import GitInfo
-from ..store import Store
+from ..store import Store, repository_around
 from .notes import merge_notes
 from .refsel import cas_update, ref_target, relation, task_refs
 
 
 def user_gitdir(store: Store) -> Path | None:
     """The git directory of the repository around the store's workspace (never the store itself)."""
-    try:
-        found = pygit2.discover_repository(str(store.workspace))
-    except (pygit2.GitError, OSError):
+    found = repository_around(store.workspace)
+    if found is None:
         return None
-    if not found:
-        return None
-    p = Path(found).resolve()
+    p = Path(found.path).resolve()
     own = store.path.resolve()
     if p == own or own in p.parents:
         return None
