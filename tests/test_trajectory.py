@@ -156,7 +156,8 @@ def test_tolerant_reader_skips_and_counts(store: Store, tmp_path: Path) -> None:
                             json.dumps([1, 2]), json.dumps({"type": "assistant", "uuid": "a1",
                             "parentUuid": "u1", "message": {"id": "m", "content": 7}})]) + "\n")
     r = T.record_file(store.repo, str(p))
-    assert r.events == 1 and r.malformed == 1 and r.skipped == 3  # bad JSON, unknown, a list
+    # bad JSON, unknown, a list; the bad JSON line is also one "malformed" event on its own branch
+    assert r.events == 2 and r.malformed == 1 and r.skipped == 3 and set(r.branches) == {"main", "malformed"}
 
 
 def test_codex_rollback_is_a_fork(store: Store) -> None:

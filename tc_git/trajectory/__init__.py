@@ -34,11 +34,11 @@ from .ops import (
     replay,
     verify_point,
 )
-from .readers import detect_format, read_steps, read_transcript
+from .readers import check_size, detect_format, read_steps, read_transcript
 from .recorder import SESSIONS_PREFIX, RecordResult, load_event, record, record_file, session_name
 
 __all__ = [
-    "KINDS", "Event", "Transcript", "detect_format", "read_transcript", "read_steps",
+    "KINDS", "Event", "Transcript", "check_size", "detect_format", "read_transcript", "read_steps",
     "SESSIONS_PREFIX", "RecordResult", "record", "record_file", "session_name", "load_event",
     "MILESTONES_PREFIX", "Milestone", "SessionInfo", "set_milestone", "get_milestone",
     "list_milestones", "delete_milestone", "list_sessions", "log", "resolve", "event_note",

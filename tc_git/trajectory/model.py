@@ -14,15 +14,35 @@ import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["KINDS", "Event", "Transcript", "parse_time", "short_text", "image_block", "IMAGE_MAX_BYTES",
-           "count_unknown"]
+           "count_unknown", "Malformed", "malformed_events", "MAX_LINE_BYTES", "MAX_JSON_DEPTH",
+           "MAX_JSON_VALUES", "MAX_TRANSCRIPT_BYTES"]
 
 KINDS = ("user", "assistant", "thinking", "tool_call", "tool_result", "system", "summary")
 # Pasted images are kept (their bytes become a blob) up to this size; larger ones are noted
 # with their size and media type only, so one screenshot cannot swell the store.
 IMAGE_MAX_BYTES = int(os.environ.get("TC_IMAGE_MAX_BYTES", 5 << 20))
+# One transcript line is read whole up to this size and parsed only if nested at most this deep;
+# anything else becomes one "malformed" event (its line, the reason, a short preview) and the
+# rest of the session is recorded (issue 28: one 3,000-deep line lost the whole session, one
+# 100 MiB line cost 1.25 GiB of memory).
+MAX_LINE_BYTES = 16 << 20
+MAX_TRANSCRIPT_BYTES = 128 << 20  # a larger file is refused whole (its events would all be held at once)
+MAX_JSON_DEPTH = 100
+MAX_JSON_VALUES = 250_000  # arrays, objects and members in one line: a flood of `{}` costs ~100 B each
+PREVIEW_CHARS = 200
+
+
+class Malformed(NamedTuple):
+    """A transcript line that could not be taken: its 1-based line number, why, its size."""
+
+    line: int
+    reason: str
+    size: int
+    preview: str
+    complete: bool = True  # False: the last line, unterminated (the agent may still be writing it)
 
 
 @dataclass
@@ -98,6 +118,7 @@ class Transcript:
                                                  "joined": 0, "unknown_types": {}})
     title: str | None = None
     meta: dict = field(default_factory=dict)
+    malformed: list = field(default_factory=list)  # [(Malformed, timestamp)], see malformed_events
 
 
 def parse_time(value: Any) -> float | None:
@@ -164,9 +185,23 @@ def feed(builder: Any, lines: Iterable[Any]) -> None:
     for entry in lines:
         builder.t.stats["lines"] += 1
         builder.order += 1
-        if entry is None:
+        if entry is None or isinstance(entry, Malformed):
             builder.t.stats["malformed"] += 1
+            if isinstance(entry, Malformed) and entry.complete:
+                builder.t.malformed.append((entry, getattr(builder, "last_ts", 0.0)))
         if not isinstance(entry, dict):
             builder.t.stats["skipped"] += 1
             continue
         builder.line(entry)
+
+
+def malformed_events(t: Transcript) -> None:
+    """Add one "malformed" event per bad line the readers met, on a lane of their own (branch
+    `malformed`, each after the previous one), so the conversation's own branches are as if the
+    line were absent. A torn last line (still being written) gets none: it is read whole next time."""
+    prev = None
+    for n, (m, ts) in enumerate(t.malformed):
+        key = f"malformed{n}"
+        t.events.append(Event("malformed", key, parent=prev, text=m.preview, timestamp=ts, lane="malformed",
+                              meta={"line": m.line, "reason": m.reason, "bytes": m.size}, order=m.line))
+        prev = key

@@ -7,34 +7,104 @@ just a malformed line today and a complete one on the next, incremental, recordi
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..errors import BadInput
 from .claude import read_claude
 from .codex import ENVELOPE_TYPES, ITEM_TYPES, attach_agent, history_base, read_codex, spawned_agents
-from .model import Event, Transcript, parse_time
+from .model import (
+    MAX_JSON_DEPTH,
+    MAX_JSON_VALUES,
+    MAX_LINE_BYTES,
+    MAX_TRANSCRIPT_BYTES,
+    PREVIEW_CHARS,
+    Event,
+    Malformed,
+    Transcript,
+    malformed_events,
+    parse_time,
+)
 
-__all__ = ["read_transcript", "read_steps", "detect_format", "subagent_files", "iter_lines"]
+__all__ = ["read_transcript", "read_steps", "detect_format", "subagent_files", "iter_lines", "check_size"]
 
 
 def iter_lines(path: Path) -> Iterator[Any]:
-    """Parsed JSON per non-empty line; None for a malformed one."""
+    """Parsed JSON per non-empty line, or a `Malformed` for a line that is not JSON, is longer
+    than MAX_LINE_BYTES (never read whole: the rest is skipped in chunks) or nested deeper than
+    MAX_JSON_DEPTH (checked before parsing: nothing recurses on a line's structure)."""
     with open(path, "rb") as f:
-        for raw in f:
-            raw = raw.strip()
+        n = 0
+        while True:
+            raw = f.readline(MAX_LINE_BYTES + 1)
             if not raw:
+                break
+            n += 1
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                size, preview, complete = len(raw), _preview(raw), False
+                del raw
+                while True:
+                    chunk = f.readline(1 << 20)
+                    size += len(chunk)
+                    if not chunk or chunk.endswith(b"\n"):
+                        complete = bool(chunk)
+                        break
+                yield Malformed(n, f"line of {size} bytes, longer than the {MAX_LINE_BYTES >> 20} MiB a line may "
+                                   "have: left out (truncated preview kept)", size, preview, complete)
                 continue
-            try:
-                yield json.loads(raw.decode("utf-8", "replace"))
-            except ValueError:
-                yield None
+            complete = raw.endswith(b"\n")
+            raw = raw.strip()
+            if raw:
+                yield parse_line(raw, n, complete)
 
 
-def detect_format(entries: Iterable[Any]) -> str:
-    """'claude', 'codex' or 'unknown', from the first recognisable lines."""
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_STRUCTURE = bytes(c for c in range(256) if c not in b"[]{},")
+
+
+def _too_big(raw: bytes, depth: int = MAX_JSON_DEPTH, values: int = MAX_JSON_VALUES) -> str | None:
+    """Why the JSON text is too costly to parse (nested deeper than `depth`, or more than `values`
+    arrays, objects and members), found without parsing it: string literals removed, then the
+    structure counted and the innermost `[]`/`{}` pairs stripped once per level (C-speed passes)."""
+    if raw.count(b"[") + raw.count(b"{") <= depth and raw.count(b",") <= values:
+        return None
+    s = _STRING.sub(b"", raw).translate(None, _NOT_STRUCTURE)
+    if len(s) > values:
+        return f"more than {values} values"
+    s = s.replace(b",", b"")
+    for _ in range(depth):
+        t = s.replace(b"[]", b"").replace(b"{}", b"")
+        if not t or t == s:  # done, or unbalanced (then json.loads says why)
+            return None
+        s = t
+    return f"nested deeper than {depth} levels"
+
+
+_CONTROL = dict.fromkeys([*range(32), 127], "\ufffd")
+
+
+def _preview(raw: bytes) -> str:
+    """The line's start as text a commit subject can hold (control bytes, NUL included, shown as U+FFFD)."""
+    return raw[:PREVIEW_CHARS * 4].decode("utf-8", "replace")[:PREVIEW_CHARS].translate(_CONTROL)
+
+
+def parse_line(raw: bytes, n: int = 0, complete: bool = True) -> Any:
+    """One line's JSON value, or a `Malformed` saying why not."""
+    why = _too_big(raw)
+    if why:
+        return Malformed(n, why, len(raw), _preview(raw), complete)
+    try:
+        return json.loads(raw.decode("utf-8", "replace"))
+    except (ValueError, RecursionError) as e:
+        return Malformed(n, f"not JSON ({str(e)[:120]})", len(raw), _preview(raw), complete)
+
+
+def detect_format(entries: Iterable[Any], limit: int | None = 50) -> str:
+    """'claude', 'codex' or 'unknown', from the first recognisable lines (all: limit None)."""
     for n, e in enumerate(entries):
-        if n > 50:
+        if limit is not None and n > limit:
             break
         if not isinstance(e, dict):
             continue
@@ -68,13 +138,24 @@ def read_transcript(path: str | Path, *, fmt: str | None = None,
         session_id: override the session id (default: from the file, else the file stem).
     """
     path = Path(path)
+    check_size(path)
+    detected = fmt is None
     if fmt is None:
         fmt = detect_format(iter_lines(path))
         if fmt == "unknown":
-            fmt = "generic" if _json_list(path) is not None else "claude"
+            fmt = detect_format(iter_lines(path), limit=None)  # markers later in the file
+        if fmt == "unknown":
+            fmt = "generic" if _json_list(path) is not None else ("claude" if _blank(path) else "unknown")
+    if fmt == "unknown":
+        raise BadInput(_unknown(path, "its lines are neither Claude Code nor Codex records"))
     if fmt == "generic":
         steps = _json_list(path) or []
-        return read_steps(steps, session_id=session_id or path.stem)
+        t = read_steps(steps, session_id=session_id or path.stem)
+        foreign = t.meta.pop("unknown_roles", {})
+        if detected and foreign:  # another agent's messages (Gemini CLI's "gemini"): not ours to half-read
+            names = ", ".join(f"{k!r} x{v}" for k, v in sorted(foreign.items())[:5])
+            raise BadInput(_unknown(path, f"it holds messages of types tc-git does not know ({names})"))
+        return t
     if fmt == "codex":
         t = read_codex(iter_lines(path), _codex_bases(path))
         for spawn, agent in spawned_agents(t):  # agents it started: their rollouts, on their call
@@ -85,7 +166,41 @@ def read_transcript(path: str | Path, *, fmt: str | None = None,
         subs = subagent_files(path) if subagents is None else [Path(p) for p in subagents]
         t = read_claude(iter_lines(path), [(iter_lines(p), _meta(p), _agent_id(p)) for p in subs])
     t.session_id = session_id or t.session_id or path.stem
+    malformed_events(t)
     return t
+
+
+def check_size(path: Path) -> None:
+    """BadInput for a transcript file over MAX_TRANSCRIPT_BYTES (its size on disk as stated: a
+    sparse file is refused without being read)."""
+    size = path.stat().st_size
+    if size > MAX_TRANSCRIPT_BYTES:
+        raise BadInput(f"{path.name} is {size} bytes; tc-git records transcripts up to {MAX_TRANSCRIPT_BYTES >> 20} "
+                       "MiB. Nothing was recorded: record a smaller file (a session split by /clear, or steps)")
+
+
+def _blank(path: Path) -> bool:
+    """No line with anything on it (a session that has not written yet)."""
+    with open(path, "rb") as f:
+        return all(not chunk.strip() for chunk in iter(lambda: f.read(1 << 16), b""))
+
+
+def _unknown(path: Path, why: str) -> str:
+    head = _json_head(path)
+    hint = " (it looks like a Gemini CLI session)" if isinstance(head, dict) and "projectHash" in head else ""
+    return (f"{path.name} is not a transcript format tc-git reads{hint}: {why}. tc-git reads Claude Code "
+            "sessions (.jsonl), Codex rollouts (.jsonl) and JSON steps (a list, or {\"steps\": [...]} / "
+            "{\"messages\": [...]}, of {role, content} or {kind, text} items; see `tc-git record --help`). "
+            "Nothing was recorded")
+
+
+def _json_head(path: Path) -> Any:
+    try:
+        if path.stat().st_size > MAX_LINE_BYTES:
+            return None
+        return parse_line(path.read_bytes())
+    except OSError:
+        return None
 
 
 def _first_line(path: Path) -> Any:
@@ -158,8 +273,12 @@ def _meta(path: Path) -> dict | None:
 
 def _json_list(path: Path) -> list | None:
     try:
-        data = json.loads(path.read_text("utf-8"))
-    except (ValueError, OSError):
+        if path.stat().st_size > MAX_LINE_BYTES:  # a JSON document is read whole: the line cap holds
+            return None
+        data = parse_line(path.read_bytes())
+    except OSError:
+        return None
+    if isinstance(data, Malformed):
         return None
     if isinstance(data, dict):
         data = data.get("steps") or data.get("messages")
@@ -170,6 +289,7 @@ def _json_list(path: Path) -> list | None:
 
 ROLE_KIND = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
              "model": "assistant", "system": "system", "developer": "system", "tool": "tool_result"}
+_KNOWN_SAYS = frozenset(ROLE_KIND) | {"thinking", "tool_call", "tool_result", "summary"}
 
 
 def read_steps(steps: Iterable[Any], *, session_id: str, agent: str = "generic",
@@ -191,6 +311,10 @@ def read_steps(steps: Iterable[Any], *, session_id: str, agent: str = "generic",
         evs = _step_events(step, names) if isinstance(step, dict) else None
         if not evs:
             t.stats["skipped"] += 1
+            said = step.get("kind") or step.get("type") or step.get("role") if isinstance(step, dict) else None
+            if isinstance(said, str) and said.lower() not in _KNOWN_SAYS:
+                foreign = t.meta.setdefault("unknown_roles", {})
+                foreign[said[:40]] = foreign.get(said[:40], 0) + 1
             continue
         ts = parse_time(step.get("timestamp", step.get("time")))
         last_ts = last_ts if ts is None else ts
