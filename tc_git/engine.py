@@ -435,7 +435,7 @@ class Engine:
         if seed.is_seed_package(p):
             result = seed.import_seed(self.store, p, rename)
         else:
-            result = bundles.import_bundle(self.store, p, rename, merge)
+            result = bundles.import_bundle(self.store, p, rename, merge, self.policy.max_file)
         tid = result["task_id"]
         t1 = time.perf_counter()
         imported = self._timeline(tid).head_oid()
@@ -509,7 +509,7 @@ class Engine:
         from .handoff import remotes
 
         return remotes.pull(self.store, remote, verify=not self._git_watched and not _env_off("TC_GIT_VERIFY"),
-                            mirror_git=not _env_off("TC_GIT"))
+                            mirror_git=not _env_off("TC_GIT"), max_file=self.policy.max_file)
 
     # ------------------------------------------------------------------ trajectory layer
     # Thin delegations to tc_git/trajectory/, plus the links between the two histories: a
@@ -544,6 +544,7 @@ class Engine:
                 path = self.root / path
             if not path.is_file():
                 raise NotFound(f"transcript not found: {path}")
+            T.check_size(path)  # before hashing it: a 512 MiB (sparse) file is refused at once
             fingerprint = recording.file_key(path, fmt, session, agent)
             same = recording.unchanged(self.store, fingerprint)
             if same is not None:

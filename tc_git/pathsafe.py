@@ -224,9 +224,11 @@ def fold_key(name, rules_name: str | None = None) -> str | None:
 
 
 # ----------------------------------------------------------------------------- whole trees
-def check_tree(repo, tree_oid, seen: dict | None = None, limit: int = 20) -> list[tuple[str, str]]:
+def check_tree(repo, tree_oid, seen: dict | None = None, limit: int = 20,
+               max_blob: int | None = None) -> list[tuple[str, str]]:
     """Every problem in a tree and its subtrees as (path, reason), at most `limit` of them;
-    a directory nested deeper than MAX_TREE_DEPTH is one (the walk stops there).
+    a directory nested deeper than MAX_TREE_DEPTH is one (the walk stops there), and so is a
+    file larger than `max_blob` bytes (its size read from the object's header, never inflated).
 
     `seen` (subtree id -> the deepest level it was found clean at) makes validating thousands
     of commits that share most of their trees cost one walk of what is new; it only grows when
@@ -263,6 +265,11 @@ def check_tree(repo, tree_oid, seen: dict | None = None, limit: int = 20) -> lis
                 why = "duplicate entry name"
             if why is None and mode not in VALID_MODES:
                 why = f"invalid mode {mode:o}"
+            if why is None and max_blob is not None and mode in (MODE_BLOB, MODE_EXEC, MODE_LINK):
+                size = _blob_size(repo, ent.id)
+                if size is None or size > max_blob:
+                    why = (f"a file of {size} bytes, over the {max_blob}-byte limit (TC_MAX_FILE_BYTES)"
+                           if size is not None else "unreadable file object")
             names.add(raw)
             if why:
                 problems.append((os.fsdecode(path), why))
@@ -279,15 +286,26 @@ def check_tree(repo, tree_oid, seen: dict | None = None, limit: int = 20) -> lis
     return problems
 
 
+def _blob_size(repo, oid) -> int | None:
+    """A blob's size from its object header (libgit2 reads the header only, for a delta the
+    size its data states), or None when it is missing or not a blob."""
+    try:
+        kind, size = repo.odb.read_header(oid)
+    except Exception:  # noqa: BLE001 - missing or corrupt: as hostile as too big
+        return None
+    return size if int(kind) == 3 else None  # 3: OBJ_BLOB
+
+
 def describe(problems: list[tuple[str, str]], cap: int = 5) -> str:
     return "; ".join(f"{p!r}: {why}" for p, why in problems[:cap]) + (
         f" (and {len(problems) - cap} more)" if len(problems) > cap else "")
 
 
-def check_history(repo, tips, have=lambda oid: False, limit: int = 20) -> list[tuple[str, str, str]]:
+def check_history(repo, tips, have=lambda oid: False, limit: int = 20,
+                  max_blob: int | None = None) -> list[tuple[str, str, str]]:
     """Every problem in the trees of the commits reachable from `tips`, down to commits `have`
     says are already trusted: [(commit hex, path, reason)]. Tags are peeled; subtrees shared by
-    many commits are walked once."""
+    many commits are walked once. `max_blob`: see check_tree."""
     seen: dict = {}
     done: set = set()
     problems: list[tuple[str, str, str]] = []
@@ -307,9 +325,9 @@ def check_history(repo, tips, have=lambda oid: False, limit: int = 20) -> list[t
             stack.append(obj.target)
             continue
         if kind == "tree":
-            found = check_tree(repo, obj.id, seen, limit - len(problems))
+            found = check_tree(repo, obj.id, seen, limit - len(problems), max_blob)
         elif kind == "commit":
-            found = check_tree(repo, obj.tree_id, seen, limit - len(problems))
+            found = check_tree(repo, obj.tree_id, seen, limit - len(problems), max_blob)
             stack.extend(obj.parent_ids)
         else:
             continue

@@ -1,20 +1,24 @@
-"""Imports are transactional (issue 28): a bundle crafted with stock git whose step holds a
+"""Imports are transactional and bounded (issue 28): a bundle crafted with stock git whose step holds a
 directory chain 5,000 levels deep is refused in quarantine, and a refused or failed import
 leaves the store's refs and notes, the active task and the workspace bytes exactly as they
 were, removes its quarantine, and the next save and capture work.
 
 The attacker's task is made by tc-git, then one step is added with stock git only:
 `git fast-import` builds the deep chain, `git commit-tree` the step, `git bundle create` the
-bundle (which `git bundle verify` accepts: only tc-git refuses it).
+bundle (which `git bundle verify` accepts: only tc-git refuses it). A second bundle holds a
+512 MiB file of zeros (~0.5 MB compressed, streamed into `git hash-object`): its size is read
+from the object header in quarantine, it is refused over TC_MAX_FILE_BYTES and never inflated,
+so `tc-git import --apply` peaks far under 256 MiB of memory.
 """
 from __future__ import annotations
 
 import errno
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, fsck, git, tree_state, write
+from conftest import TC, clean_env, fsck, git, tree_state, write
 from test_trust_paths import add_step
 
 from tc_git import pathsafe
@@ -124,3 +128,46 @@ def test_an_import_that_fails_after_its_refs_moved_is_rolled_back(tmp_path, vict
     assert e.save("still on my task")["index"] == 2
     fsck(ws / ".checkpoints")
     assert e.import_(str(bundle), apply=True)["restore"]["applied"]  # and it imports once it can
+
+
+RSS_BOUND_KIB = 256 << 10
+
+
+def peak_rss_kib(*cmd: str, cwd: Path) -> tuple[subprocess.CompletedProcess, int]:
+    """Run `cmd` under a fresh Python that reports its children's peak RSS (VmHWM), in KiB."""
+    probe = ("import resource, subprocess, sys\n"
+             "r = subprocess.run(sys.argv[1:], capture_output=True)\n"
+             "sys.stderr.buffer.write(r.stderr)\n"
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode)\n")
+    r = subprocess.run([sys.executable, "-c", probe, *cmd], cwd=cwd, env=clean_env(), capture_output=True)
+    rss, rc = r.stdout.split()[-2:]
+    r.returncode = int(rc)
+    return r, int(rss)
+
+
+def test_a_512_mib_file_in_a_bundle_is_refused_from_its_header(tmp_path, victim):
+    ws, e = victim
+    a_ws = tmp_path / "attacker"
+    write(a_ws, "a.txt", "a\n")
+    ea = Engine(a_ws)
+    tid = ea.init("base")["task_id"]
+    ea.save("one")
+    store = a_ws / ".checkpoints"
+    # 512 MiB of zeros streamed into stock git (bigFileThreshold: git streams it too)
+    cfg = ["-c", "core.bigFileThreshold=1m", "-c", "core.compression=1"]
+    zeros = subprocess.Popen(["head", "-c", str(512 << 20), "/dev/zero"], stdout=subprocess.PIPE)
+    blob = subprocess.run(["git", f"--git-dir={store}", *cfg, "hash-object", "-w", "--stdin"], stdin=zeros.stdout,
+                          capture_output=True, env=clean_env(), check=True).stdout.decode().strip()
+    assert zeros.wait() == 0 and git(store, "cat-file", "-s", blob).strip() == str(512 << 20).encode()
+    add_step(store, tid, [(b"100644", b"zeros.bin", blob)], title="512 MiB of zeros")
+    bundle = tmp_path / "zeros.bundle"
+    git(store, *cfg, "bundle", "create", str(bundle), f"refs/checkpoints/tasks/{tid}/head")
+    assert bundle.stat().st_size < 4 << 20
+    before = state(ws, e)
+    r, rss = peak_rss_kib(*TC, "import", str(bundle), "--apply", cwd=ws)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode != 0 and "zeros.bin" in err and "TC_MAX_FILE_BYTES" in err, err
+    assert "Nothing was imported" in err
+    assert rss < RSS_BOUND_KIB, f"import peaked at {rss >> 10} MiB"
+    assert state(ws, e) == before
+    fsck(ws / ".checkpoints")

@@ -194,9 +194,10 @@ def package_path(package, rename) -> Path:
     return p
 
 
-def import_bundle(store: Store, path: Path, rename, merge) -> dict:
+def import_bundle(store: Store, path: Path, rename, merge, max_file: int | None = None) -> dict:
     """Bring a bundle's task (its whole history, linked refs, notes merged) into the store and
-    make it active. Everything is checked in a quarantine first; a refusal writes nothing."""
+    make it active. Everything is checked in a quarantine first (names, depth, file sizes over
+    `max_file` from object headers); a refusal writes nothing."""
     if path.is_dir():
         path = find_bundle(path)
     h = _read_header(path)
@@ -232,7 +233,7 @@ def import_bundle(store: Store, path: Path, rename, merge) -> dict:
                 if entry_of(q[h.refs[head_ref(t)]].peel(pygit2.Commit)) is None:
                     raise BadInput(f"refusing {path.name}: {head_ref(t)} is not a tc-git timeline commit")
             # every tree that arrives is checked before any ref moves (nothing from a bundle is trusted)
-            refuse_hostile_trees(q, h.refs.values(), have, path.name)
+            refuse_hostile_trees(q, h.refs.values(), have, path.name, max_file)
             # plan every ref update against the current store before writing anything
             plan, report = _plan_refs(q, store, h.refs, rename, merge)
             if not store.exists:

@@ -37,15 +37,19 @@ def quarantine(store: Store):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def refuse_hostile_trees(q, tips, have, source: str) -> None:
+def refuse_hostile_trees(q, tips, have, source: str, max_file: int | None = None) -> None:
     """BadInput unless every tree reachable from `tips` (down to what the store already has)
-    holds only names that can be written safely into a workspace (pathsafe.check_tree_name)."""
+    holds only names that can be written safely into a workspace (pathsafe.check_tree_name),
+    nests at most pathsafe.MAX_TREE_DEPTH levels and no file over `max_file` bytes (sizes read
+    from object headers: a hostile 512 MiB blob is never inflated)."""
     problems = pathsafe.check_history(q, [as_oid(t) for t in tips],
-                                      (lambda oid: oid in have) if have is not None else (lambda oid: False))
+                                      (lambda oid: oid in have) if have is not None else (lambda oid: False),
+                                      max_blob=max_file)
     if problems:
         shown = "; ".join(f"commit {c[:12]}: {p!r}: {why}" for c, p, why in problems[:5])
         raise BadInput(f"refusing {source}: it holds paths that cannot be written safely into a workspace "
-                       f"(outside it, into a git directory or the tc-git store, or nested too deep) ({shown}"
+                       f"(outside it, into a git directory or the tc-git store, nested too deep, or files over "
+                       f"TC_MAX_FILE_BYTES) ({shown}"
                        f"{'; ...' if len(problems) > 5 else ''}). Nothing was imported; ask its author for a "
                        f"clean export")
 

@@ -66,7 +66,7 @@ def _remote_refs(remote) -> dict[str, pygit2.Oid]:
     return out
 
 
-def _fetch_verified(store: Store, url: str, refs: dict[str, pygit2.Oid]) -> None:
+def _fetch_verified(store: Store, url: str, refs: dict[str, pygit2.Oid], max_file: int | None = None) -> None:
     """Fetch the objects behind remote refs the store lacks into a quarantine, check every tree
     they bring (pathsafe), and only then move them into the store. A refused remote leaves no
     object behind (BadInput)."""
@@ -92,7 +92,7 @@ def _fetch_verified(store: Store, url: str, refs: dict[str, pygit2.Oid]) -> None
         lacking = [n for n, o in want.items() if o not in q]
         if lacking:
             raise Unavailable(f"the remote {url} did not send {', '.join(sorted(lacking)[:5])}: try again")
-        refuse_hostile_trees(q, want.values(), repo, f"remote {url}")
+        refuse_hostile_trees(q, want.values(), repo, f"remote {url}", max_file)
         adopt_packs(q, store)
         adopt_loose(q, store)
     store.reopen()
@@ -282,7 +282,8 @@ def _verify_pushed(store: Store, url: str, pushed: dict[str, pygit2.Oid]) -> Non
                        f"(the remote or a hook changed it): push again, or ask the remote's owner")
 
 
-def pull(store: Store, remote: str | None = None, verify: bool = True, mirror_git: bool = True) -> PullResult:
+def pull(store: Store, remote: str | None = None, verify: bool = True, mirror_git: bool = True,
+         max_file: int | None = None) -> PullResult:
     """Fetch every task/session/milestone ref and the notes from a git remote and integrate them:
     new refs are created, fast-forwards applied, diverged notes merged, other divergence reported.
     Moved tasks are mirrored into the user's repository (`verify`, `mirror_git`: see userrepo.mirror)."""
@@ -292,14 +293,15 @@ def pull(store: Store, remote: str | None = None, verify: bool = True, mirror_gi
         store.create()
         created_store = True
     try:
-        return _pull(store, url, created_store, verify, mirror_git)
+        return _pull(store, url, created_store, verify, mirror_git, max_file)
     except BadInput:
         if created_store:  # a refused remote writes nothing, not even the store this pull made
             shutil.rmtree(store.path, ignore_errors=True)
         raise
 
 
-def _pull(store: Store, url: str, created_store: bool, verify: bool, mirror_git: bool) -> PullResult:
+def _pull(store: Store, url: str, created_store: bool, verify: bool, mirror_git: bool,
+          max_file: int | None = None) -> PullResult:
     with store.lock():
         repo = store.repo
         r = repo.remotes.create_anonymous(url)
@@ -307,7 +309,7 @@ def _pull(store: Store, url: str, created_store: bool, verify: bool, mirror_git:
             theirs = {n: o for n, o in _remote_refs(r).items() if valid_ref(n)}
         except pygit2.GitError as e:
             raise Unavailable(f"cannot reach remote {url}: {e}") from e
-        _fetch_verified(store, url, theirs)
+        _fetch_verified(store, url, theirs, max_file)
         repo = store.repo
         lines = _keep_lines(repo, theirs)
         updates: dict[str, tuple] = {}
