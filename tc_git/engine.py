@@ -298,6 +298,59 @@ class Engine:
                 break
         return out
 
+    def lines(self, task_id: str | None = None) -> list[dict]:
+        """The task's other lines of work (two machines continued it; handoff.remotes keeps the
+        local one when the remote's head won), not yet joined: name, tip, its newest title and
+        how many commits it has that the head lacks."""
+        tl = self._timeline(task_id)
+        out = []
+        for name, tip in tl.lines():
+            own = 0
+            for e in tl.walk(tip):
+                if e.oid == tl.head_oid() or self.repo.descendant_of(tl.head_oid(), e.oid):
+                    break
+                own += 1
+            e = next(tl.walk(tip))
+            out.append({"line": name, "commit": str(tip), "title": e.title, "timestamp": iso(e.time),
+                        "commits": own, "join": f"adopt {name}"})
+        return out
+
+    def adopt(self, line: str, task_id: str | None = None, keep: str = "line") -> dict:
+        """Join a line of the task into its head: one step whose parents are the head and the
+        line's tip, its files those of the line (`keep="line"`) or of the head (`keep="head"`).
+        The line is then part of the task's history (no longer listed); the workspace is not
+        changed (the result says how to restore the step)."""
+        if keep not in ("line", "head"):
+            raise BadInput("keep must be 'line' (the line's files) or 'head' (the head's files)")
+        self._require_store()
+        with self.store.lock():
+            tl = self._timeline(task_id)
+            name = str(line).rsplit("/lines/", 1)[-1]
+            lines = dict(tl.lines())
+            if name not in lines:
+                shown = ", ".join(lines) or "none"
+                raise NotFound(f"task {tl.task_id} has no line {line!r} to join (its lines: {shown}); "
+                               f"`tc-git log` lists them")
+            tip = lines[name]
+            h = tl.head()
+            if h.kind == "close":
+                raise TaskClosed(f"task {tl.task_id} is closed; start a new one with tc_init")
+            src = tip if keep == "line" else h.oid
+            tree = self.repo[src].peel(pygit2.Tree)
+            ws = self._ws()
+            counters = dict(h.record.get("counters") or {"steps": 0, "drifts": 0})
+            counters["steps"] += 1
+            index = counters["steps"]
+            rec = ws.record(tl, h, counters=counters, step=index, files=tl.record(src).get("files"),
+                            changed=ws.changed(self.repo[h.oid].peel(pygit2.Tree), tree),
+                            title=f"join line {name}",
+                            conclusion=f"line {name} ({str(tip)[:10]}) joined; files from the {keep}",
+                            joined={"line": name, "commit": str(tip), "files_from": keep})
+            oid = tl.append("step", tree.id, rec, joins=tip)
+        return {"task_id": tl.task_id, "line": name, "step": index, "commit": str(oid), "files_from": keep,
+                "hint": f"the workspace is unchanged: preview the joined files with `tc-git restore {index}` "
+                        f"(add --apply)"}
+
     def diff(self, a: str | None = None, b: str | None = None, task_id: str | None = None,
              stat: bool = False) -> str:
         """Patch between two points of the timeline (`b` omitted: the workspace's current snapshot)."""

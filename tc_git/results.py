@@ -124,6 +124,7 @@ class ResumeResult(TypedDict):
     drifts_since_total: int
     commit: str
     handoff: str
+    lines: list[str]  # other lines of the task not yet joined (tc-git adopt <line>)
 
 
 class EntryView(TypedDict):

@@ -142,9 +142,12 @@ def resume_info(ws: Workspace, tl: Timeline, lang: str = "en",
         "milestone": latest_milestone(repo, tl.task_id),
         "drifts_since": drifts[-MAX_LIST:],
         "drifts_since_total": len(since),
-        "commit": str(head.oid), "handoff": "",
+        "commit": str(head.oid), "handoff": "", "lines": [name for name, _tip in tl.lines()],
     }
     info["handoff"] = handoff_text({**info, "warnings": warnings}, lang if lang in ("en", "zh") else "en")
+    if info["lines"]:  # the task was continued on another machine too (push/pull kept both)
+        info["handoff"] = (info["handoff"].rstrip("\n") + f"\n\nOther lines of this task, not in its head yet: "
+                           f"{', '.join(info['lines'])}. Join one with `tc-git adopt <line>`.\n")
     return info
 
 

@@ -174,6 +174,21 @@ class Timeline:
     def exists(self) -> bool:
         return self.ref in self.repo.references
 
+    def lines(self) -> list[tuple[str, pygit2.Oid]]:
+        """Other lines of work on this task not yet joined into its head, [(name, tip)]: kept
+        when two machines continued the task (`refs/checkpoints/tasks/<id>/lines/<name>`)."""
+        prefix = f"{TASKS_PREFIX}{self.task_id}/lines/"
+        names = [r for r in self.repo.references if r.startswith(prefix)]
+        if not names:
+            return []
+        head = self.head_oid()
+        out = []
+        for r in names:
+            tip = self.repo.references[r].resolve().target
+            if tip != head and not self.repo.descendant_of(head, tip):
+                out.append((r[len(prefix):], cast(pygit2.Oid, tip)))
+        return sorted(out)
+
     def head_oid(self) -> pygit2.Oid:
         try:
             return cast(pygit2.Oid, self.repo.references[self.ref].target)  # a direct ref
@@ -241,6 +256,15 @@ class Timeline:
 
     def _find_commit(self, prefix: str) -> Entry:
         hits = [e for e in self.walk() if str(e.oid).startswith(prefix.lower())]
+        if not hits:  # a commit of another line of this task (lines()) is a point of it too
+            seen: set = set()
+            for _name, tip in self.lines():
+                for e in self.walk(tip):
+                    if e.oid in seen:
+                        break
+                    seen.add(e.oid)
+                    if str(e.oid).startswith(prefix.lower()):
+                        hits.append(e)
         if len(hits) > 1:
             raise NotFound(f"commit prefix {prefix} is ambiguous in task {self.task_id}: give more digits")
         if hits:
@@ -269,9 +293,11 @@ class Timeline:
             n = sum(1 for e in self.walk() if e.kind == "restore")
         return f"r{n + 1:04d}"
 
-    def append(self, kind: str, tree, record: dict, expect_parent=None, packed: bool = False) -> pygit2.Oid:
+    def append(self, kind: str, tree, record: dict, expect_parent=None, packed: bool = False,
+               joins=None) -> pygit2.Oid:
         """Write commit + note, then move the ref with compare-and-swap. `packed`: the commit,
-        the note and the notes tree and commit go into one small pack (`packed_commit`)."""
+        the note and the notes tree and commit go into one small pack (`packed_commit`).
+        `joins`: a line's tip, the commit's second parent (the line is then part of the task)."""
         assert kind in KINDS
         repo = self.repo
         parent = expect_parent if expect_parent is not None else (
@@ -281,11 +307,11 @@ class Timeline:
         sig = signature(record["time"])
         msg = format_message(kind, record)
         done = packed_commit(repo, tree, parent, msg, note_text(record), int(record["time"])) \
-            if packed and savepack.available() else None
+            if packed and joins is None and savepack.available() else None
         if done is not None:
             oid = done
         else:
-            oid = repo.create_commit(None, sig, sig, msg, tree, [parent] if parent else [])
+            oid = repo.create_commit(None, sig, sig, msg, tree, ([parent] if parent else []) + ([joins] if joins else []))
             # Note first: a crash after this leaves a note on an unreachable commit, never a
             # reachable commit without its note.
             repo.create_note(note_text(record), sig, sig, str(oid), NOTES_REF, True)

@@ -197,6 +197,26 @@ def test_one_task_continued_on_two_machines_keeps_both_lines(tmp_path, monkeypat
     assert refs_of(wa / ".checkpoints") == refs_of(wb / ".checkpoints") == refs_of(remote)
     assert b.push(str(remote))["pushed"] == [] and a.push(str(remote))["pushed"] == []  # not repeated
     assert [t["task_id"] for t in b.tasks()] == [tid]  # one task, no new ids
+    name = line.rsplit("/", 1)[1]
+    for ws in (wa, wb):  # both see both lines: the head's steps and the other line
+        out = tc("log", cwd=ws, env=ENV, check=True).stdout.decode()
+        assert "a continues" in out and f"{name}: b continues" in out and f"adopt {name}" in out
+        assert name in tc("resume", cwd=ws, env=ENV, check=True).stdout.decode()
+    pv = a.restore(at=b_tip[:12])  # a line's point is restorable like any other
+    assert pv["plan"]["to_write"] == ["b.txt"] and pv["plan"]["to_delete"] == ["a.txt"]
+    j = json.loads(tc("--json", "adopt", name, cwd=wa, env=ENV, check=True).stdout)  # one command joins
+    assert j["files_from"] == "line" and "restore" in j["hint"]
+    assert g(f"--git-dir={wa / '.checkpoints'}", "rev-parse", f"{head}^1", f"{head}^2").split() == [a_tip, b_tip]
+    assert "b.txt" in g(f"--git-dir={wa / '.checkpoints'}", "ls-tree", "--name-only", head)
+    a.push(str(remote))
+    b.pull(str(remote))
+    assert refs_of(wa / ".checkpoints") == refs_of(wb / ".checkpoints") == refs_of(remote)
+    for e in (a, b):
+        assert e.lines() == [] and e.resume()["lines"] == []
+    assert f"adopt {name}" not in tc("log", cwd=wb, env=ENV, check=True).stdout.decode()
+    write(wb, "c.txt", "after the join\n")
+    b.save("b goes on after the join")
+    assert b.push(str(remote))["lines"] == {}  # the head moved on: no new line, no conflict
 
 
 def test_a_later_pull_removes_what_a_killed_pull_left(tmp_path, monkeypatch):

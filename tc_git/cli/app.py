@@ -79,7 +79,7 @@ GROUPS = [
     ("who wrote it", ["blame", "why"]),
     ("the conversation", ["record", "sessions", "resume-session", "milestone", "events", "checkout", "markdown", "branch",
                           "tdiff", "replay"]),
-    ("share and look", ["view", "export", "import", "push", "pull"]),
+    ("share and look", ["view", "export", "import", "push", "pull", "adopt"]),
     ("connect an agent", ["setup", "hooks", "skill", "hook"]),
     ("other", ["demo", "compress"]),
 ]

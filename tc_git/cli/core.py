@@ -126,7 +126,7 @@ def run(args) -> Mapping[str, Any]:
     if c == "log":
         if args.all:
             return {"tasks": e.tasks()}
-        return {"entries": e.log(task, args.limit)}
+        return {"entries": e.log(task, args.limit), "lines": e.lines(task)}
     if c == "show":
         if args.id is not None:  # any id form; the engine's `index` takes step numbers only
             return e.show_point(args.id, task, args.include_drift, args.limit, args.cursor)
@@ -237,8 +237,12 @@ def _h_log(r: dict) -> str:
             return f"no tasks yet: start one with `{prog()} init \"<name>\"`"
         return "\n".join(f"{'*' if t['active'] else ' '} {t['task_id']}  {t['status']:<9} "
                          f"step {t['head']:<4} {t['name']}" for t in r["tasks"])
-    return "\n".join(f"{e['id']:<6} {e['commit'][:10]}  {e['timestamp'].replace('T', ' ').rstrip('Z')}  "
-                     f"{e['kind']:<7} {_log_title(e)}" for e in r["entries"])
+    out = [f"{e['id']:<6} {e['commit'][:10]}  {e['timestamp'].replace('T', ' ').rstrip('Z')}  "
+           f"{e['kind']:<7} {_log_title(e)}" for e in r["entries"]]
+    for ln in r.get("lines") or []:  # the task continued elsewhere too (push/pull kept both)
+        out.append(f"line   {ln['commit'][:10]}  {ln['timestamp'].replace('T', ' ').rstrip('Z')}  {ln['line']}: "
+                   f"{ln['title']} ({ln['commits']} commits not in the head; join: `{prog()} {ln['join']}`)")
+    return "\n".join(out)
 
 
 def _log_title(e: EntryView) -> str:

@@ -75,6 +75,15 @@ def setup(sub) -> None:
     p.add_argument("remote", nargs="?", default=None, help="remote name of the workspace's repo, URL or path")
     p.set_defaults(func=lambda a: _engine(a).push(a.remote), human=_h_push)
 
+    p = sub.add_parser("adopt", help="join another line of the task (kept by push/pull) into its head: one step")
+    p.add_argument("line", help="the line's name, as `log` shows it")
+    p.add_argument("--keep", choices=["line", "head"], default="line",
+                   help="whose files the joining step holds (default: the line's)")
+    p.add_argument("--task", dest="task_id", default=None, help="task id, prefix or name (default: the active task)")
+    p.set_defaults(func=lambda a: _engine(a).adopt(a.line, task_id=_task(a), keep=a.keep),
+                   human=lambda r: f"joined line {r['line']} into task {r['task_id']} as step {r['step']} "
+                                   f"(files from the {r['files_from']})\n  {r['hint']}")
+
     p = sub.add_parser("pull", help="fetch refs/checkpoints/* and the notes from a git remote (default: origin)")
     p.add_argument("remote", nargs="?", default=None, help="remote name of the workspace's repo, URL or path")
     p.set_defaults(func=lambda a: _engine(a).pull(a.remote), human=_h_pull)

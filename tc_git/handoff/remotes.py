@@ -99,7 +99,7 @@ def _fetch_verified(store: Store, url: str, refs: dict[str, pygit2.Oid], max_fil
 
 
 # a push that lost a race (the remote moved between our fetch and our push) is tried again
-PUSH_BUDGET_S = 60.0
+PUSH_BUDGET_S = 120.0
 _RETRYABLE = ("fetch first", "non-fast-forward", "stale info", "cannot lock", "failed to lock", "failed to update",
               "incorrect old value", "atomic push failed", "atomic push failure", "unable to lock", "reference already exists")
 
@@ -158,6 +158,9 @@ def _keep_lines(repo: pygit2.Repository, theirs: dict[str, pygit2.Oid]) -> dict[
             continue
         lref = line_ref(task, line_name(ours))
         cur = ref_target(repo, lref)
+        if cur not in (None, ours):  # (10 hex digits shared by two tips: the whole id then)
+            lref = line_ref(task, f"{line_name(ours)}{str(ours)[10:]}")
+            cur = ref_target(repo, lref)
         if cur is None:
             updates[lref] = (None, ours)
         updates[name] = (ours, oid)
@@ -188,7 +191,7 @@ def push(store: Store, remote: str | None = None, budget: float = PUSH_BUDGET_S)
     Converges by itself: fetch what the remote has, merge the notes (union), keep tasks that were
     continued on both sides as lines of one task, then push everything in one atomic push; a
     lost race (the remote moved meanwhile) starts over after a short random wait, for at most
-    `budget` seconds. Raises Conflict when anything asked for is not on the remote."""
+    `budget` seconds (each lost race means another push won: it always progresses). Raises Conflict when anything asked for is not on the remote."""
     url = resolve_remote(store, remote)
     t0 = time.monotonic()
     attempt = 0
@@ -232,6 +235,10 @@ def push(store: Store, remote: str | None = None, budget: float = PUSH_BUDGET_S)
             break
         if "*" in refused and not _retryable(refused, err):
             raise Unavailable(f"push to {url} failed: {err or refused['*']}; check the URL and the network, then push again")
+        if "not support" in err and "atomic" in err:
+            raise Conflict(f"the remote {url} does not support atomic pushes (git's receive-pack too old, or a "
+                           f"server that lacks it): tc-git does not push there, a partial push could leave a task "
+                           f"without its notes. Use a git server that does (git 2.4 or later)")
         if not _retryable(refused, err):
             why = "; ".join(f"{k} ({v})" for k, v in sorted(refused.items()))
             raise Conflict(f"the remote {url} refused the push, so nothing of it was applied: {why}. "
@@ -242,7 +249,8 @@ def push(store: Store, remote: str | None = None, budget: float = PUSH_BUDGET_S)
             raise Conflict(f"push to {url} kept losing races with other pushes for {budget:.0f} s ({attempt} attempts; "
                            f"last: {'; '.join(f'{k} ({v})' for k, v in sorted(refused.items()))}); nothing of the "
                            f"last attempt was applied. Push again")
-        time.sleep(min(left, random.uniform(0.02, 0.05) * 2 ** min(attempt, 6)))
+        # full jitter, capped low: a push that lost several races is not left behind new ones
+        time.sleep(min(left, random.uniform(0.01, min(0.5, 0.05 * 2 ** attempt))))
     if to_push:
         _verify_pushed(store, url, {n: ours[n] for n in to_push})
     if conflicts:
