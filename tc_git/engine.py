@@ -910,16 +910,17 @@ class Engine:
         return rel, lines, convs, where, commit, tl.task_id
 
     def blame(self, path: str, at: str | None = None, task_id: str | None = None, start: int = 1,
-              limit: int = 200, text: bool = False) -> dict:
+              limit: int = 200, text: bool = False, budget: int | None = None) -> dict:
         """Who last changed each line of `path`: as the workspace holds it now (lines changed
-        since the last record are `workspace`), or at a point (`at`: s0004, d0002, ...)."""
+        since the last record are `workspace`), or at a point (`at`: s0004, d0002, ...);
+        `budget`: at most that many bytes of JSON (the rest from `next_start`)."""
         from . import provenance
 
         validate.integer(start, "start", lo=1)
         validate.integer(limit, "limit", lo=1, hi=100000)
         rel, lines, convs, where, commit, task = self._blame_lines(path, at, task_id)
-        out = provenance.report(lines, convs, start, limit, text)
-        return {"task_id": task, "path": rel, "at": where, "commit": commit, **out}
+        head = {"task_id": task, "path": rel, "at": where, "commit": commit}
+        return provenance.report(lines, convs, start, limit, text, budget, head)
 
     def why(self, path: str, line: int, at: str | None = None, task_id: str | None = None) -> dict:
         """Why line `line` of `path` is there: its step or drift, and the prompt, the assistant's

@@ -64,11 +64,39 @@ def is_text(data: bytes) -> bool:
     return len(data) <= TEXT_MAX and b"\0" not in data[:8000]
 
 
-def carry(old: list[bytes], old_origin: list[int], new: list[bytes], origin: int,
-          base: list[bytes] | None = None, base_origin: list[int] | None = None) -> tuple[list[int], int, int]:
+def carry(old: list[bytes], old_origin: list[int], new: list[bytes], origin: int) -> tuple[list[int], int, int]:
     """The origins of `new`'s lines: a line the diff keeps from `old` keeps its origin, a new one
-    gets `origin`. Returns (origins, added, removed). The common prefix and suffix are taken
-    first (an edit is usually local), so a 10,000-line file with one change costs a scan."""
+    gets `origin`. Returns (origins, added, removed). libgit2's line diff (git's, in C); the
+    pure-Python one below where it cannot say (binary-looking content)."""
+    if old and new:
+        got = _carry_git(old, old_origin, new, origin)
+        if got is not None:
+            return got
+    return _carry_py(old, old_origin, new, origin)
+
+
+def _carry_git(old: list[bytes], old_origin: list[int], new: list[bytes],
+               origin: int) -> tuple[list[int], int, int] | None:
+    patch = pygit2.Patch.create_from(b"".join(old), b"".join(new), context_lines=0)
+    if patch.delta.is_binary:
+        return None
+    out: list[int] = []
+    i = added = removed = 0
+    for h in patch.hunks:
+        start = h.old_start - 1 if h.old_lines else h.old_start  # a pure insertion comes after old_start
+        if start < i:
+            return None
+        out += old_origin[i:start]
+        out += [origin] * h.new_lines
+        i = start + h.old_lines
+        added += h.new_lines
+        removed += h.old_lines
+    out += old_origin[i:]
+    return (out, added, removed) if len(out) == len(new) and i <= len(old) else None
+
+
+def _carry_py(old: list[bytes], old_origin: list[int], new: list[bytes],
+              origin: int) -> tuple[list[int], int, int]:
     n, m = len(old), len(new)
     p = 0
     while p < n and p < m and old[p] == new[p]:
@@ -593,9 +621,11 @@ def origin_view(o: Origin, convs: Conversations, prompt_chars: int = 160) -> dic
 
 
 def report(lines: list[Line], convs: Conversations, start: int = 1, limit: int = 200,
-           text: bool = False) -> dict:
+           text: bool = False, budget: int | None = None, head: dict | None = None) -> dict:
     """Blame as hunks (runs of lines with one origin and verdict), the origins they name, and
-    the shares of the whole file; `start`/`limit` page the hunks by line number."""
+    the shares of the whole file; `start`/`limit` page the hunks by line number; `budget`: the
+    hunks are cut (from the end) until the JSON answer (`head` and this) is at most that many
+    bytes, and `next_start` says where to go on."""
     hunks: list[dict] = []
     origins: dict[str, dict] = {}
     share = {"agent": 0, "other": 0}
@@ -621,8 +651,28 @@ def report(lines: list[Line], convs: Conversations, start: int = 1, limit: int =
         if key not in origins:
             origins[key] = origin_view(ln.origin, convs)
     last = shown[-1].n if shown else start - 1
-    return {"lines_total": len(lines), "shares": share, "hunks": hunks, "origins": origins,
-            "next_start": last + 1 if last < len(lines) else None}
+    out = {**(head or {}), "lines_total": len(lines), "shares": share, "hunks": hunks, "origins": origins,
+           "next_start": last + 1 if last < len(lines) else None}
+    if budget is None:
+        return out
+
+    def size(v: Any) -> int:
+        return len(json.dumps(v, ensure_ascii=False).encode())
+
+    total = size(out)
+    uses: dict[str, int] = {}
+    for h in hunks:
+        uses[h["id"]] = uses.get(h["id"], 0) + 1
+    while len(hunks) > 1 and total > budget:  # estimated as it goes (one dumps, not one per hunk)
+        cut = hunks.pop()
+        total -= size(cut) + 2
+        out["next_start"] = cut["start"]
+        uses[cut["id"]] -= 1
+        if not uses[cut["id"]]:
+            total -= size(origins.pop(cut["id"])) + size(cut["id"]) + 2
+        if total <= budget:
+            total = size(out)
+    return out
 
 
 def explain(ln: Line, convs: Conversations, chars: int = 600) -> dict:
