@@ -52,10 +52,10 @@ class SaveResult(_Out):
     active_task_changed: bool
     git: GitInfo
     changed: int = 0
-    newly_left_out: list[str] = Field(default=[], description="files left out for the first time (or changed): "
-                                      "credential in content, sensitive name, too large; said once")
-    redacted: list[dict[str, Any]] = Field(default=[], description="fields whose credentials were replaced by "
-                                           "[REDACTED:<rule>] before they were stored: [{field, rules}]")
+    newly_left_out: list[str] = Field(default=[], description="newly left out (secret, "
+                                      "too large), said once")
+    redacted: list[dict[str, Any]] = Field(default=[], description="fields with credentials "
+                                           "redacted")
 
 
 class LastStep(_Out):
@@ -263,11 +263,17 @@ class ResumeSessionResult(_Out):
     restore: dict[str, Any] | None = None
 
 
+class BlameResult(_Out):  # blame (hunks, origins, shares, next_start) or, with `line`, why (free form)
+    task_id: str
+    path: str
+    at: str
+
+
 RESULT_MODELS: dict[str, type[_Out]] = {
     "tc_push": SyncResult, "tc_pull": SyncResult, "tc_record": RecordResult, "tc_sessions": SessionsResult,
     "tc_milestone": Milestone, "tc_events": EventsResult, "tc_checkout": CheckoutResult,
     "tc_markdown": MarkdownResult, "tc_branch": BranchResult, "tc_trajectory_diff": TrajectoryDiffResult,
-    "tc_replay": ReplayResult, "tc_resume_session": ResumeSessionResult,
+    "tc_replay": ReplayResult, "tc_resume_session": ResumeSessionResult, "tc_blame": BlameResult,
     "tc_init": InitResult, "tc_save": SaveResult, "tc_resume": ResumeResult, "tc_show": ShowResult,
     "tc_restore": RestoreResult, "tc_capture": CaptureResult, "tc_switch": SwitchResult,
     "tc_export": ExportResult, "tc_import": ImportResult, "tc_compress": CompressResult,

@@ -420,10 +420,12 @@ def _one_paragraph(text: str | None) -> str:
 # ------------------------------------------------------------------------------- tools
 SEED_TOOLS = ("tc_init", "tc_save", "tc_resume", "tc_show", "tc_restore", "tc_capture", "tc_switch",
               "tc_export", "tc_import", "tc_compress")
-# Results that are mostly lists of free-form records (events, messages): an output schema would only
-# say "array of object", yet cost ~1 KB in every session. Their JSON is still the structuredContent.
+# Results that are mostly lists of free-form records (events, messages), or small ones an agent reads
+# as text (tc_undo's is tc_restore's): an output schema would say little, yet cost bytes in every
+# session (tools/list is capped at 16 KB). Their JSON is still the structuredContent.
 FREE_FORM_RESULTS = frozenset({"tc_sessions", "tc_events", "tc_checkout", "tc_markdown", "tc_trajectory_diff",
-                               "tc_replay", "tc_resume_session"})
+                               "tc_replay", "tc_resume_session", "tc_undo", "tc_push", "tc_pull", "tc_milestone",
+                               "tc_branch"})
 # Short shared parameter descriptions: they are paid once per tool in every session's context.
 Root = Annotated[str | None, Field(description="workspace (default: cwd)")]
 TaskId = Annotated[str | None, Field(description="default: active task")]
@@ -431,6 +433,10 @@ Point = Annotated[str, Field(description="milestone, session[/branch] or event i
 Remote = Annotated[str | None, Field(description="remote name, URL or path (default: origin)")]
 # advertised by the seed as "reserved; must be empty": still accepted (empty) from seed clients, not listed
 HIDDEN_ARGS = {"tc_save": frozenset({"paths"})}
+# tc_blame: hunks and origins, free form; its JSON at most BLAME_BYTES, so that the text block and
+# structuredContent together stay under 8 KB on the wire (the rest: start=next_start)
+FREE_FORM_RESULTS = FREE_FORM_RESULTS | {"tc_blame"}
+BLAME_BYTES = 3500
 
 
 def _ann(title: str, read_only=False, destructive=False, idempotent=False) -> ToolAnnotations | None:
@@ -689,6 +695,15 @@ def build_server(watch: bool | None = None) -> TcServer:
         """Write the conversation up to a point as a session file the agent resumes (its `command`)."""
         return await run(ctx, "tc_resume_session", root,
                          lambda e: e.resume_session(point, client, code, apply, drop_thinking=drop_thinking))
+
+    @mcp.tool(annotations=_ann("Blame a file", read_only=True, idempotent=True))
+    async def tc_blame(ctx: Context, path: Annotated[str, Field(description="file")], root: Root = None,
+                       line: Annotated[int | None, Field(ge=1, description="why this line")] = None,
+                       at: Annotated[str | None, Field(description="point (s0004); default now")] = None,
+                       start: Annotated[int | None, Field(ge=1, description="from line")] = None) -> dict:
+        """Per line: the step or drift, tool call and prompt that last changed it, or unattributed."""
+        return await run(ctx, "tc_blame", root, lambda e: e.why(path, line, at) if line else
+                         e.blame(path, at, start=start or 1, limit=2000, budget=BLAME_BYTES), log_call=False)
 
     # -- resources and prompts: where clients look without calling a tool (Claude Code: @-mentions
     # and slash commands /mcp__tc-git__resume, /mcp__tc-git__save-step)

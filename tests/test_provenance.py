@@ -272,3 +272,40 @@ def test_the_attribution_travels_in_a_bundle_and_through_a_remote(session, tmp_p
     fsck(remote)
     fsck(other)
 
+
+@pytest.mark.anyio
+@pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")
+async def test_tc_blame_over_mcp_stays_within_8_kb(tmp_path, tc_env_clean):
+    """A file whose lines alternate between the person and an Edit call: more hunks than fit, so
+    the answer is cut at 8 KB and says where to go on; `line` explains one line."""
+    from mcp import Client
+
+    from tc_git.engine import Engine
+    from tc_git.mcp_server import build_server
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    f = root / "big.txt"
+    f.write_text("".join(f"line {i}\n" for i in range(3000)))
+    e = Engine(root)
+    e.init("big", goal="blame within budget")
+    e.save("the person's file")
+    f.write_text("".join(f"line {i}{' edited' if i % 2 else ''}\n" for i in range(3000)))
+    e.capture(title="Edit big.txt", tool_call={"id": "toolu_big", "name": "Edit", "agent": "claude",
+                                                "session": "s-big", "paths": ["big.txt"]})
+    async with Client(build_server(watch=False), mode="legacy") as c:
+        r = await c.call_tool("tc_blame", {"root": str(root), "path": "big.txt"})
+        assert not r.is_error, r.content
+        body = r.structured_content
+        text = r.content[0].text
+        assert len(json.dumps(text).encode()) + len(json.dumps(body, separators=(",", ":")).encode()) <= 8192
+        assert body["lines_total"] == 3000 and body["shares"] == {"agent": 1500, "other": 1500}
+        assert body["next_start"] == body["hunks"][-1]["end"] + 1
+        assert [h["by"] for h in body["hunks"][:2]] == ["unattributed", "agent"]
+        more = (await c.call_tool("tc_blame", {"root": str(root), "path": "big.txt",
+                                               "start": body["next_start"]})).structured_content
+        assert more["hunks"][0]["start"] == body["next_start"]
+        one = (await c.call_tool("tc_blame", {"root": str(root), "path": "big.txt", "line": 2})).structured_content
+        assert one["tool_call"]["id"] == "toolu_big" and one["text"] == "line 1 edited"
+        bad = await c.call_tool("tc_blame", {"root": str(root), "path": "../etc/passwd"})
+        assert bad.is_error and "inside the workspace" in bad.content[0].text
