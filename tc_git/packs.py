@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pygit2
 
-from . import _native
+from . import _native, validate
 from .errors import BadInput, Unavailable
 
 CHUNK = 4 << 20
@@ -190,7 +190,15 @@ def index_pack(qrepo: pygit2.Repository, path: Path, offset: int) -> int:
     try:
         return _native.write_pack(qrepo, chunks(path, offset))
     except _native.GitCallError as e:
+        _no_space(e, qrepo)
         raise BadInput(f"{path}: the pack is corrupt or truncated ({e})") from None
+
+
+def _no_space(e, qrepo) -> None:
+    """A full disk (or quota) while indexing is that, not a corrupt pack: raise its SystemFault."""
+    fault = validate.as_tc_error(e) or validate.space_fault(qrepo.path)
+    if isinstance(fault, validate.SystemFault) and fault.code == "no_space":
+        raise fault from e
 
 
 def _index_pack_cli(qrepo, path: Path, offset: int) -> int:
@@ -203,7 +211,9 @@ def _index_pack_cli(qrepo, path: Path, offset: int) -> int:
         r = subprocess.run([git, f"--git-dir={qrepo.path}", "index-pack", "--stdin", "--fix-thin"],
                            stdin=f, capture_output=True, env=env)
     if r.returncode:
-        raise BadInput(f"{path}: the pack is corrupt or truncated ({r.stderr.decode(errors='replace').strip()})")
+        why = r.stderr.decode(errors="replace").strip()
+        _no_space(OSError(why), qrepo)
+        raise BadInput(f"{path}: the pack is corrupt or truncated ({why})")
     with open(path, "rb") as f:
         f.seek(offset + 8)
         return int.from_bytes(f.read(4), "big")

@@ -212,7 +212,7 @@ def as_tc_error(e: BaseException) -> TcError | None:
         num = e.errno
         where = e.filename if e.filename is not None else e.strerror or ""
         where = os.fsdecode(where) if isinstance(where, bytes) else str(where)
-    elif isinstance(e, OSError) or type(e).__name__ == "GitError" or "pygit2" in type(e).__module__:
+    elif isinstance(e, OSError) or type(e).__name__ in ("GitError", "GitCallError") or "pygit2" in type(e).__module__:
         # libgit2 reports I/O failures as OSError/GitError without an errno: read its message
         msg = str(e).lower()
         for needle, n in _GIT_MESSAGES:
@@ -225,6 +225,43 @@ def as_tc_error(e: BaseException) -> TcError | None:
     return SystemFault(advice.format(where=where or "unknown path"), code)
 
 
+SPACE_PROBE = 16 << 20  # what a write path may need at once; less than this free is "full"
+
+
+def space_fault(path) -> SystemFault | None:
+    """The no_space fault when the file system holding `path` (a directory) cannot take
+    SPACE_PROBE more bytes (ENOSPC) or the user's quota is exhausted (EDQUOT), else None.
+    libgit2 reports a full disk met while writing an object as "object not found" or "failed
+    to find pack entry" (the next backend's lookup overwrites the error): a failure whose cause
+    is unknown is checked here, with a probe file allocated (never written) and removed."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        return None
+    probe = os.path.join(path, f".tc-space-probe-{os.getpid()}")
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as e:
+        return _space(e.errno, path)
+    try:
+        os.posix_fallocate(fd, 0, SPACE_PROBE)
+    except OSError as e:
+        return _space(e.errno, path)
+    finally:
+        os.close(fd)
+        try:
+            os.unlink(probe)
+        except OSError:
+            pass
+    return None
+
+
+def _space(num, where: str) -> SystemFault | None:
+    if num not in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+        return None
+    code, advice = _OS_ADVICE[num]
+    return SystemFault(advice.format(where=where), code)
+
+
 def guard(fn):
     """Turn machine failures inside an engine call into SystemFault (never a raw traceback)."""
     @functools.wraps(fn)
@@ -235,6 +272,10 @@ def guard(fn):
             raise
         except Exception as e:  # OSError, RecursionError, pygit2.GitError
             mapped = as_tc_error(e)
+            if mapped is None and (isinstance(e, OSError) or type(e).__name__ == "GitCallError"
+                                   or "pygit2" in type(e).__module__):
+                store = getattr(getattr(args[0], "store", None), "path", None) if args else None
+                mapped = space_fault(store) if store is not None else None
             if mapped is None:
                 raise
             root = getattr(args[0], "root", None) if args else None
