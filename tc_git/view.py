@@ -255,7 +255,13 @@ def task_data(repo: pygit2.Repository, task_id: str, lim: Limits, budget: _Budge
         entries.append(ent)
     return {"id": task_id, "name": _red(task.get("name", "")), "goal": _excerpt(task.get("goal", ""), lim.text)[0],
             "constraints": _excerpt(task.get("constraints", ""), lim.text)[0], "status": status,
-            "head": head.step, "entries": entries}
+            "head": head.step, "entries": entries,
+            "lines": [[_red(name), str(tip), _red(entry_title(repo, tip))] for name, tip in tl.lines()]}
+
+
+def entry_title(repo: pygit2.Repository, oid) -> str:
+    """The first line of a commit's message (a line's newest point)."""
+    return repo[oid].peel(pygit2.Commit).message.split("\n", 1)[0]
 
 
 # ---------------------------------------------------------------------------------- session data

@@ -191,7 +191,8 @@ def push(store: Store, remote: str | None = None, budget: float = PUSH_BUDGET_S)
     Converges by itself: fetch what the remote has, merge the notes (union), keep tasks that were
     continued on both sides as lines of one task, then push everything in one atomic push; a
     lost race (the remote moved meanwhile) starts over after a short random wait, for at most
-    `budget` seconds (each lost race means another push won: it always progresses). Raises Conflict when anything asked for is not on the remote."""
+    `budget` seconds (each lost race means another push won: the whole always progresses).
+    Raises Conflict when anything asked for is not on the remote."""
     url = resolve_remote(store, remote)
     t0 = time.monotonic()
     attempt = 0
@@ -256,7 +257,7 @@ def push(store: Store, remote: str | None = None, budget: float = PUSH_BUDGET_S)
     if conflicts:
         raise Conflict(f"not on {url}: " + "; ".join(f"{k} ({v})" for k, v in sorted(conflicts.items()))
                        + (f"; pushed the rest ({len(to_push)} refs)" if to_push else "")
-                       + ". Pull, then keep one side (`tc-git import --rename` for a task) and push again")
+                       + ". Rename one side (it is the same name for different histories), then push again")
     return {"remote": url, "ok": True, "pushed": to_push, "remote_ahead": behind, "conflicts": {},
             "notes": notes_state or ("pushed" if NOTES_REF in to_push else "unchanged"),
             "up_to_date": len(ours) - len(to_push) - len(behind), "attempts": attempt,

@@ -125,6 +125,10 @@
     add(sec, "p", "sub", t.id + " · " + t.status + " · step " + t.head + " · " + t.entries.length + " entries");
     if (t.goal) { var g = add(sec, "p", "sub"); add(g, "span", "lbl", "Goal"); g.appendChild(doc.createTextNode(t.goal)); }
     if (t.constraints) { var cs = add(sec, "p", "sub"); add(cs, "span", "lbl", "Constraints"); cs.appendChild(doc.createTextNode(t.constraints)); }
+    (t.lines || []).forEach(function (l) {  // the task continued on another machine too (tc-git adopt joins it)
+      var lp = add(sec, "p", "sub"); add(lp, "span", "lbl", "Other line");
+      lp.appendChild(doc.createTextNode(l[0] + " · " + short(l[1]) + " · " + l[2] + " · join: tc-git adopt " + l[0]));
+    });
     var byId = {};
     t.entries.forEach(function (e) { if (!(e.id in byId) || e.k === "step") byId[e.id] = e.cm; });
     var ol = add(sec, "ol", "rows");
