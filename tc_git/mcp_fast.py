@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 
-from .mcp_wire import claim_wire, load_cache, screen
+from .mcp_wire import claim_wire, load_cache, read_line, screen
 
 
 def main(argv=None) -> None:
@@ -52,17 +52,16 @@ class FastFront:
         prelude: list[bytes] = []
         init_id = version = None
         while True:
-            line = self.wire_in.readline()
+            line = read_line(self.wire_in, self.wire_out)  # (bounded: over MAX_LINE is answered, skipped)
             if not line:
                 return  # the client went away before asking for more than the list
-            if not line.strip():
+            passed = screen(line, self.wire_out)  # too deep, not JSON, not JSON-RPC: answered here
+            if passed is None:
                 continue
-            line = screen(line, self.wire_out)
-            if line is None:
-                continue
+            line = passed
             try:
                 msg = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 msg = None
             if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
                 return self.handover(prelude + [line], init_id)

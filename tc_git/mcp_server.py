@@ -846,12 +846,13 @@ class _ReplayIn(io.TextIOBase):
 
     def readline(self, size=-1) -> str:  # type: ignore[override]  # a text stream: str lines
         while True:
-            raw = self.prelude.pop(0) if self.prelude else self.wire.readline()
+            raw = self.prelude.pop(0) if self.prelude else mcp_wire.read_line(self.wire, self.out)
             if not raw:
                 return ""
-            raw = mcp_wire.screen(raw, self.out)  # lone surrogates: answered there, never reach the SDK
-            if raw is not None:
-                return raw.decode("utf-8", "replace")
+            # too deep, too long, not JSON(-RPC), lone surrogates: answered there, never reach the SDK
+            passed = mcp_wire.screen(raw, self.out)
+            if passed is not None:
+                return passed.decode("utf-8", "replace")
 
 
 class _DropFirstAnswer(io.TextIOBase):

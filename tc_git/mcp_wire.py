@@ -6,10 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import threading
 import time
 from importlib.util import find_spec
+from itertools import accumulate, repeat
+from operator import sub
 from pathlib import Path
 
 from . import __version__
@@ -100,29 +103,120 @@ def claim_wire():
     return wire_in, wire_out
 
 
-def screen(line: bytes, out: Wire) -> bytes | None:
-    """A message whose strings are not valid Unicode (a lone UTF-16 surrogate escape such as
-    `\\udce9`) is rejected by the SDK's JSON parser without an answer, so its caller would wait
-    forever: answer it here with an error naming the fix, and drop it. Others pass unchanged."""
-    if b"\\ud" not in line and b"\\uD" not in line:
-        return line
-    try:
-        msg = json.loads(line)  # Python keeps a lone surrogate; a valid pair becomes one character
-    except ValueError:
-        return line
+# Bounds on one JSON-RPC line: no request tc-git serves nests deeper than a few levels, and the
+# largest (a save's texts) stays far below the size. A line beyond either is answered, not parsed.
+MAX_DEPTH = 64
+MAX_LINE = 16 << 20
 
-    def bad(x) -> bool:
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}:,]|[^\s"\[\]{}:,]+')
+_OPEN_CLOSE = bytes.maketrans(b"[{]}", b"\2\2\0\0")
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[{]}")
+
+
+def _depth(line: bytes) -> int:
+    """How deep `line` nests: strings taken out, the brackets left as +1/-1 steps, the highest
+    running sum. All of it in C (re, bytes.translate, itertools): no recursion, no Python loop
+    per byte, whatever the input (a line cut short or not JSON at all included)."""
+    steps = _STRING.sub(b"", line).translate(_OPEN_CLOSE, _NOT_BRACKET)
+    return max(accumulate(map(sub, steps, repeat(1))), default=0)
+
+
+def _id_of(line: bytes) -> object:
+    """The top-level "id" of a message that is not parsed (too deep, not JSON), if it can be read:
+    a flat pass over the tokens of its first 64 KiB (the whole line up to 1 MiB)."""
+    depth, want_key, key = 0, False, None
+    for m in _TOKEN.finditer(line if len(line) <= 1 << 20 else line[:65536]):
+        t = m.group()
+        c = t[:1]
+        if c in b"[{":
+            depth += 1
+            want_key, key = c == b"{" and depth == 1, None
+        elif c in b"]}":
+            depth -= 1
+        elif depth != 1:
+            continue
+        elif c == b",":
+            want_key, key = True, None
+        elif c == b":":
+            want_key = False
+        elif want_key:
+            key = t
+        elif key == b'"id"':
+            try:
+                v = json.loads(t)
+            except ValueError:
+                return None
+            return v if isinstance(v, (int, float, str)) and not isinstance(v, bool) else None
+    return None
+
+
+def _error(out: Wire, msg_id, code: int, message: str) -> None:
+    out.send({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}})
+
+
+def read_line(wire_in, out: Wire) -> bytes:
+    """The next line of the stream, at most MAX_LINE bytes: a longer one is read to its end in
+    pieces, answered with -32600 (with its id when the start shows one) and skipped; b"" at EOF."""
+    while True:
+        line = wire_in.readline(MAX_LINE + 1)
+        if len(line) <= MAX_LINE or line.endswith(b"\n"):
+            return line
+        head = line[:65536]
+        while line and not line.endswith(b"\n"):
+            line = wire_in.readline(1 << 20)
+        _error(out, _id_of(head), -32600, f"invalid request: the line is over {MAX_LINE >> 20} MiB, tc-git's "
+               "limit for one JSON-RPC message; pass large content as a file path")
+
+
+def _lone_surrogate(msg) -> bool:
+    stack = [msg]  # (flat: the message is at most MAX_DEPTH deep, but no recursion on input anyway)
+    while stack:
+        x = stack.pop()
         if isinstance(x, str):
-            return any(0xD800 <= ord(c) <= 0xDFFF for c in x)
-        if isinstance(x, dict):
-            return any(bad(k) or bad(v) for k, v in x.items())
-        if isinstance(x, list):
-            return any(bad(v) for v in x)
-        return False
+            if any(0xD800 <= ord(c) <= 0xDFFF for c in x):
+                return True
+        elif isinstance(x, dict):
+            stack.extend(x.keys())
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return False
 
-    if not bad(msg):
+
+def screen(line: bytes, out: Wire) -> bytes | None:
+    try:
+        return _screen(line, out)
+    except Exception:  # (a reader that raised would never answer again: drop the line instead)
+        _error(out, None, -32603, "internal error: the request line could not be read")
+        return None
+
+
+def _screen(line: bytes, out: Wire) -> bytes | None:
+    """Every line before anything parses it for real (the fast front, the SDK): one that is too
+    deep (over MAX_DEPTH levels: Python's and pydantic's parsers recurse), not JSON, not a JSON-RPC
+    message, or holds a string that is not valid Unicode (a lone UTF-16 surrogate escape such as
+    `\\udce9`, which the SDK's parser rejects without an answer) is answered here (-32700 /
+    -32600 / -32602, with its id where one can be read) and dropped, so its caller never waits and
+    the reader never dies. Others pass unchanged."""
+    if not line.strip():
+        return None  # (an empty line is no message: nothing to answer)
+    if line.count(b"[") + line.count(b"{") > MAX_DEPTH and _depth(line) > MAX_DEPTH:  # (fewer cannot)
+        _error(out, _id_of(line), -32600, f"invalid request: nested deeper than {MAX_DEPTH} levels")
+        return None
+    try:
+        msg = json.loads(line)
+    except (ValueError, RecursionError):  # (RecursionError: not reachable under MAX_DEPTH; never fatal)
+        _error(out, _id_of(line), -32700, "parse error: the line is not valid JSON (one JSON-RPC message "
+               "per line)")
+        return None
+    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or not (
+            "method" in msg or "result" in msg or "error" in msg):
+        _error(out, _id_of(line), -32600, "invalid request: not a JSON-RPC 2.0 message object")
+        return None
+    if (b"\\ud" not in line and b"\\uD" not in line) or not _lone_surrogate(msg):
         return line
-    if isinstance(msg, dict) and "id" in msg and "method" in msg and not bad(msg["id"]):
+    if "id" in msg and "method" in msg and not _lone_surrogate(msg["id"]):
         text = ("a string in the request holds a lone UTF-16 surrogate (not valid Unicode); pass a file "
                 "name that is not UTF-8 exactly as tc-git shows it, git-quoted with octal bytes: "
                 "\"caf\\351.txt\"")

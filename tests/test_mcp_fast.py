@@ -100,7 +100,7 @@ def test_fast_start_survives_garbage_and_a_broken_cache(env, tmp_path):
     w = Wire([sys.executable, "-m", "tc_git"], env, tmp_path)  # fast
     w.ask(INIT)
     w.send(INITIALIZED)
-    w.send(b"this is not json")  # hands over; the SDK answers it as a parse error
+    w.send(b"this is not json")  # answered -32700 by the input screen (mcp_wire.screen), no handover
     assert w.ask({"jsonrpc": "2.0", "id": 9, "method": "ping"})["result"] == {}
     assert w.close() == 0
     for f in (tmp_path / "cache").glob("mcp-*.json"):
@@ -140,4 +140,55 @@ def test_hostile_strings_are_answered(env, tmp_path, fast):
         if method == "tools/call" and i != 14:
             assert reply["result"]["isError"] is True, reply
         assert w.ask({"jsonrpc": "2.0", "id": 100 + i, "method": "ping"})["result"] == {}
+    assert w.close() == 0
+
+
+def _nested(msg_id, depth: int, inner: str = "1") -> bytes:
+    return (b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"tc_show","arguments":{"x":' % msg_id
+            + b"[" * depth + inner.encode() + b"]" * depth + b"}}}")
+
+
+def _answer(w: Wire, msg_id) -> dict:
+    while True:
+        line = w.p.stdout.readline()
+        assert line, w.p.stderr.read().decode()[-2000:]
+        reply = json.loads(line)
+        if reply.get("id") == msg_id:
+            return reply
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_no_line_stops_the_reader(env, tmp_path, fast):
+    """Issue 28: a 100,000-deep first request killed the fast front (RecursionError); after the SDK
+    took over, a 600-deep request holding `\\ud800` killed the stdin reader and one without it was
+    dropped unanswered. Every such line is answered (-32600 / -32700, with its id) and the server
+    goes on answering."""
+    if fast:
+        session(env, tmp_path, fast=False)  # writes the cache
+    w = Wire([sys.executable, "-m", "tc_git"], dict(env, TC_MCP_FAST="on" if fast else "off"), tmp_path)
+    w.send(_nested(1000, 100_000))  # before anything else: in the fast front when there is one
+    r = _answer(w, 1000)
+    assert r["error"]["code"] == -32600 and "deeper" in r["error"]["message"], r
+    assert w.ask(INIT)["result"]["serverInfo"]["name"] == "tc-git"
+    w.send(INITIALIZED)
+    call = w.ask({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                  "params": {"name": "tc_show", "arguments": {"root": str(tmp_path / "nowhere")}}})
+    assert call["result"]["isError"] is True  # the SDK serves from here on
+    w.send(_nested(1001, 600, '"\\ud800"'))
+    assert _answer(w, 1001)["error"]["code"] == -32600
+    w.send(_nested(1002, 600))
+    assert _answer(w, 1002)["error"]["code"] == -32600
+    w.send(b'{"jsonrpc":"2.0","method":"tools/call","params":' + b"[" * 5000 + b"]" * 5000 + b',"id":"late"}')
+    assert _answer(w, "late")["error"]["code"] == -32600  # the id is read after the deep part too
+    w.send(b'{"jsonrpc":"2.0","id":1003,"method":"ping"')  # cut short
+    assert _answer(w, 1003)["error"]["code"] == -32700
+    w.send(b"not json at all")
+    assert _answer(w, None)["error"]["code"] == -32700
+    w.send(b'{"jsonrpc":"2.0","id":1004,"method":"ping","params":{"t":"' + b"a" * (17 << 20) + b'"}}')
+    assert "MiB" in _answer(w, 1004)["error"]["message"]  # over the line limit: read in pieces, answered
+    w.send(_nested(1005, 40))  # deep but within the bound: served as usual
+    assert "result" in _answer(w, 1005)
+    tools = w.ask({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}})
+    assert {t["name"] for t in tools["result"]["tools"]} >= {"tc_init", "tc_save", "tc_show"}
+    assert w.ask({"jsonrpc": "2.0", "id": 4, "method": "ping"})["result"] == {}
     assert w.close() == 0
