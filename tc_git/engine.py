@@ -804,22 +804,27 @@ class Engine:
         return Engine(self.root, store=str(path), agent=self.agent, session=self.session)
 
     def resume_session(self, point: str, client: str, code: bool = False, apply: bool = False,
-                       session_id: str | None = None, drop_thinking: bool = False) -> dict:
+                       session_id: str | None = None, drop_thinking: bool = False,
+                       keep_thinking: bool = False) -> dict:
         """Write the conversation up to `point` as a session file `client` (claude|codex) resumes
         (trajectory/sessionfile.py); with `code`, the linked code too, through the normal
-        previewed, undoable restore."""
+        previewed, undoable restore. Thinking the client's API cannot verify is left out (a
+        note in its place, `notice` says so) unless `keep_thinking`; `drop_thinking` leaves out
+        all of it."""
         from .trajectory.ops import replay
         from .trajectory.sessionfile import write_session
 
         validate.title(point, "point"), validate.title(client, "client")
         validate.boolean(code, "code"), validate.boolean(apply, "apply"), validate.boolean(drop_thinking, "drop_thinking")
+        validate.boolean(keep_thinking, "keep_thinking")
+        if drop_thinking and keep_thinking:
+            raise BadInput("drop_thinking and keep_thinking contradict each other: pass one")
         if session_id is not None:
             validate.title(session_id, "session_id")
         self._require_store()
         records = replay(self.repo, point, image_data=True)
-        if drop_thinking:  # thinking recorded without its signature (another agent, older recordings)
-            records = [r for r in records if r.get("kind") != "thinking"] or records[-1:]
-        out = write_session(records, client, str(self.root), session_id=session_id)
+        out = write_session(records, client, str(self.root), session_id=session_id,
+                            thinking="drop" if drop_thinking else "keep" if keep_thinking else "auto")
         out.update(point=point, event=records[-1]["id"], restore=None)
         if code:
             out["restore"] = self.checkout(point, restore_code=True, apply=apply, limit=1)["restore"]

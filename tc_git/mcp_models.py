@@ -261,6 +261,7 @@ class ResumeSessionResult(_Out):
     event: str
     events: int
     restore: dict[str, Any] | None = None
+    notice: str | None = None  # what was left out for the client's API
 
 
 class BlameResult(_Out):  # blame (hunks, origins, shares, next_start) or, with `line`, why (free form)

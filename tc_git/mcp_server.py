@@ -688,13 +688,15 @@ def build_server(watch: bool | None = None) -> TcServer:
     async def tc_resume_session(
         ctx: Context, point: Point, client: Annotated[Literal["claude", "codex"], Field(description="agent")],
         root: Root = None,
-        code: Annotated[bool, Field(description="also restore the linked code")] = False,
-        apply: Annotated[bool, Field(description="with code: write files (undoable); else preview")] = False,
-        drop_thinking: Annotated[bool, Field(description="leave thinking out")] = False,
+        code: Annotated[bool, Field(description="also restore its code")] = False,
+        apply: Annotated[bool, Field(description="with code: write (undoable), else preview")] = False,
+        drop_thinking: Annotated[bool, Field(description="no thinking")] = False,
+        keep_thinking: Annotated[bool, Field(description="keep unsigned thinking")] = False,
     ) -> ResumeSessionResult:
-        """Write the conversation up to a point as a session file the agent resumes (its `command`)."""
+        """The conversation up to a point as a file its agent resumes (`command`)."""
         return await run(ctx, "tc_resume_session", root,
-                         lambda e: e.resume_session(point, client, code, apply, drop_thinking=drop_thinking))
+                         lambda e: e.resume_session(point, client, code, apply, drop_thinking=drop_thinking,
+                                                    keep_thinking=keep_thinking))
 
     @mcp.tool(annotations=_ann("Blame a file", read_only=True, idempotent=True))
     async def tc_blame(ctx: Context, path: Annotated[str, Field(description="file")], root: Root = None,

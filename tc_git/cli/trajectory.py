@@ -8,6 +8,7 @@ workspace store does not have the point."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 from .common import engine_for as _engine
@@ -97,6 +98,14 @@ def _h_resume(r: dict) -> str:
     return s
 
 
+def _resume_session(a) -> dict:
+    r = _engine(a).resume_session(a.point, a.client, a.code, a.apply, a.session_id, a.drop_thinking,
+                                  a.keep_thinking)
+    if r.get("notice"):  # one line on stderr, whatever the output mode (--json has it in the result too)
+        print(f"tc-git resume-session: {r['notice']}", file=sys.stderr)
+    return r
+
+
 def setup(sub) -> None:
     p = sub.add_parser("record", help="record an agent transcript (Claude Code / Codex / JSON steps) as git history")
     p.add_argument("transcript", help="transcript file (.jsonl) or a JSON list of steps")
@@ -166,7 +175,8 @@ def setup(sub) -> None:
     p.add_argument("--code", action="store_true", help="also restore the linked code (preview unless --apply)")
     p.add_argument("--apply", action="store_true")
     p.add_argument("--session-id", default=None, help="id of the new session (default: a new UUID)")
-    p.add_argument("--drop-thinking", action="store_true",
-                   help="leave thinking/reasoning out (use if the API refuses thinking recorded without a signature)")
-    p.set_defaults(func=lambda a: _engine(a).resume_session(a.point, a.client, a.code, a.apply, a.session_id,
-                                                           a.drop_thinking), human=_h_resume)
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--keep-thinking", action="store_true",
+                   help="keep thinking the client's API cannot verify (another agent's; by default left out, a note kept)")
+    g.add_argument("--drop-thinking", action="store_true", help="leave out all thinking, even signed (no notes)")
+    p.set_defaults(func=_resume_session, human=_h_resume)

@@ -15,6 +15,13 @@ and therefore, content addressing, the same commit ids. A parent uuid whose line
 (a progress or hook line, an abandoned branch) is written as a bookkeeping line (`system`,
 `turn_duration`) so the chain Claude Code walks stays connected; a compaction boundary keeps
 `parentUuid: null` + `logicalParentUuid`, so Claude Code resumes from the summary as it would.
+
+Crossing agents (`for_client`): what the target's API cannot take back is changed into what it
+can. Thinking/reasoning the target cannot verify (Claude's API checks a thinking block's
+signature; the Responses API reasoning's encrypted content, which only Codex's own items can
+carry) is left out unless `thinking="keep"`, a short "earlier reasoning" note in its place; a
+Codex web search (the provider ran it: no call for Claude to pair) becomes text; a Claude
+tool error keeps its flag in the text Codex's model reads. Same-agent chains are unchanged.
 """
 from __future__ import annotations
 
@@ -26,9 +33,11 @@ import uuid as _uuid
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CLIENTS", "claude_lines", "codex_lines", "claude_path", "codex_path", "write_session"]
+__all__ = ["CLIENTS", "THINKING", "for_client", "claude_lines", "codex_lines", "claude_path", "codex_path", "write_session"]
 
 CLIENTS = ("claude", "codex")
+THINKING = ("auto", "keep", "drop")  # unverifiable thinking left out (a note kept) | all kept | all left out
+NOTE_CHARS = 400  # an "earlier reasoning" note: enough to say where the thought was going
 VERSION = "2.1.0"  # the Claude Code transcript format written (fields of 2.0/2.1)
 
 
@@ -106,6 +115,73 @@ def _image(img: dict) -> dict:
                                         "data": img.get("data") or ""}}
 
 
+# -- crossing agents ---------------------------------------------------------------------------
+
+def _claude_made(rec: dict) -> bool:
+    return bool((rec.get("source") or {}).get("uuid"))  # every Claude Code line has one; Codex items none
+
+
+def _unverifiable(rec: dict, client: str) -> bool:
+    """Thinking the client's API would refuse or cannot check: for Claude, one without its
+    signature (Codex reasoning, recordings older than reader version 4); for Codex, any of
+    Claude's (a reasoning item without Codex's encrypted content)."""
+    meta = rec.get("meta") or {}
+    if client == "claude":
+        return not (meta.get("signature") or (meta.get("redacted") and meta.get("data")))
+    return _claude_made(rec)
+
+
+def _web_search_text(rec: dict) -> str:
+    action = rec.get("tool_input")
+    what = json.dumps(action, ensure_ascii=False, sort_keys=True) if action is not None else "(no details recorded)"
+    return f"[web search run by the model provider: {what[:NOTE_CHARS]}]"
+
+
+def for_client(records: list[dict], client: str, thinking: str = "auto") -> tuple[list[dict], str | None]:
+    """The chain as `client`'s API takes it (see the module's docstring) and a one-line notice
+    of what was left out (None: nothing). `thinking`: auto | keep | drop (every thinking
+    block, no notes: the old `--drop-thinking`)."""
+    out: list[dict] = []
+    left = 0
+    note: dict | None = None  # the note standing for the current run of thinking left out
+    results = {r.get("call_id") for r in records if r.get("kind") == "tool_result"}
+    for rec in records:
+        kind = rec.get("kind")
+        if kind == "thinking" and thinking != "keep" and (thinking == "drop" or _unverifiable(rec, client)):
+            left += 1
+            text = " ".join((rec.get("text") or "").split())
+            if thinking == "drop" or not text:
+                continue
+            if note is None:
+                note = {k: v for k, v in rec.items() if k not in ("meta", "text", "images")}
+                note.update(kind="assistant", role="assistant", text="[earlier reasoning, not verifiable here] ")
+                out.append(note)
+            else:
+                note["text"] += " / "
+            room = NOTE_CHARS - len(note["text"])
+            note["text"] += text if len(text) <= room else text[:max(0, room - 1)] + "…"
+            continue
+        note = None
+        if client == "claude" and kind == "tool_call" and not _claude_made(rec) \
+                and rec.get("tool_name") == "web_search" and rec.get("call_id") not in results:
+            text = _web_search_text(rec)
+            rec = {k: v for k, v in rec.items() if k not in ("tool_name", "tool_input", "call_id", "meta")}
+            rec.update(kind="assistant", role="assistant", text=text)
+        elif client == "codex" and kind == "tool_result" and rec.get("is_error") and _claude_made(rec) \
+                and isinstance(rec.get("tool_output"), str) \
+                and not rec["tool_output"].startswith(("Error", "<tool_use_error>")):
+            rec = dict(rec, tool_output="Error: " + rec["tool_output"])
+        out.append(rec)
+    if not out:  # only thinking up to the point: its last block, so there is something to resume
+        out = records[-1:]
+    if not left:
+        return out, None
+    what = {"claude": "Claude's API verifies a signature they do not have",
+            "codex": "the Responses API takes back only Codex's own (encrypted) reasoning"}[client]
+    kept = "" if thinking == "drop" else " (a short note kept in their place)"
+    return out, f"left out {left} thinking/reasoning block{'s' if left != 1 else ''}: {what}{kept}; --keep-thinking keeps them"
+
+
 # -- Claude Code -----------------------------------------------------------------------------
 
 def claude_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
@@ -170,8 +246,12 @@ def claude_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
                                    else {"type": "thinking", "thinking": rec.get("text") or "",
                                          "signature": meta.get("signature") or ""})
                 elif rec["kind"] == "tool_call":
+                    name, inp = rec.get("tool_name") or "?", rec.get("tool_input")
+                    if not isinstance(inp, dict):  # the API takes an object only: Codex's freeform
+                        # input (apply_patch's patch), arguments that were not JSON or not an object
+                        inp = {} if inp is None else {"patch" if name == "apply_patch" else "input": inp}
                     content.append({"type": "tool_use", "id": rec.get("call_id") or f"toolu_tc{n}",
-                                    "name": rec.get("tool_name") or "?", "input": rec.get("tool_input") or {}})
+                                    "name": name, "input": inp})
             msg: dict[str, Any] = {"role": "assistant", "type": "message",
                                    "model": signer.get(src.get("message_id")) or "tc-git-replay",
                                    "content": content, "stop_reason": None}
@@ -262,6 +342,8 @@ def codex_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
                       "content": None, "encrypted_content": None})
         elif kind == "tool_call":
             name, inp, cid = rec.get("tool_name") or "?", rec.get("tool_input"), rec.get("call_id")
+            if not cid and name not in ("local_shell", "web_search"):  # (a call the API takes has one)
+                cid = f"call_tc{len(out)}"
             ns, extra = meta.get("namespace"), {}
             if isinstance(ns, str) and name.startswith(f"{ns}__"):  # a namespaced tool: its own name again
                 name, extra = name[len(ns) + 2:], {"namespace": ns}
@@ -334,8 +416,9 @@ def codex_path(session_id: str, when: float) -> Path:
 # -- writing -----------------------------------------------------------------------------------
 
 def write_session(records: list[dict], client: str, cwd: str, *, session_id: str | None = None,
-                  now: float | None = None) -> dict:
-    """Write the session file for `client`; returns its path, id and the command to resume it.
+                  now: float | None = None, thinking: str = "auto") -> dict:
+    """Write the session file for `client` (the chain as its API takes it: `for_client`);
+    returns its path, id, the command to resume it and `notice`: what was left out, or None.
 
     Never overwrites: a fresh id is used for every file."""
     import time
@@ -347,6 +430,9 @@ def write_session(records: list[dict], client: str, cwd: str, *, session_id: str
         raise BadInput(f"unknown client {client!r}: use one of {', '.join(CLIENTS)}")
     if not records:
         raise BadInput("nothing to resume: the point has no events")
+    if thinking not in THINKING:
+        raise BadInput(f"unknown thinking mode {thinking!r}: use one of {', '.join(THINKING)}")
+    records, notice = for_client(records, client, thinking)
     sid = session_id or str(_uuid.uuid4())
     try:  # both clients name sessions by UUID; anything else could also leave the sessions directory
         if str(_uuid.UUID(sid)) != sid.lower():
@@ -364,4 +450,4 @@ def write_session(records: list[dict], client: str, cwd: str, *, session_id: str
     data = "".join(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n" for line in lines)
     atomic_write(path, data.encode("utf-8", "surrogatepass"), 0o600)
     return {"client": client, "session_id": sid, "path": str(path), "events": len(records),
-            "lines": len(lines), "command": cmd, "cwd": cwd}
+            "lines": len(lines), "command": cmd, "cwd": cwd, "notice": notice}
