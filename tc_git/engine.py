@@ -23,7 +23,7 @@ from . import resume as resume_mod
 from . import snapshot as snapshot_mod
 from . import validate
 from .capture import MAX_LIST, Workspace
-from .errors import BadInput, Conflict, NotFound, TaskClosed
+from .errors import BadInput, Conflict, NotFound, TaskClosed, TcError
 from .policy import Policy, validate_excludes
 from .refs import POINTER_FILE
 from .results import (
@@ -200,6 +200,8 @@ class Engine:
                       "verified": verified, "open_questions": open_questions, "next": next or ""}
             fields, redacted = redact_fields(fields)  # a credential in a field never becomes an object
             index, oid, idempotent = ws.step(tl, head, snap, fields, trajectory)
+            if not idempotent:
+                self._follow_blame(tl, oid)
             git: GitInfo = (self._mirror_task(tl.task_id, tl.ref) if not idempotent else
                             {"ok": False, "ref": None, "reason": "no new step", "unchanged": None})
             if close:
@@ -248,6 +250,7 @@ class Engine:
                 return out
             extra = {"tool_call": tool_call} if tool_call else {}
             oid, drift_id, changed = ws.drift(tl, head, snap, title=title, partial=partial, **extra)
+            self._follow_blame(tl, oid)
             resume_mod.cache_handoff(ws, tl, snap)
         out["captured"], out["drift_id"], out["reads"], out["commit"] = True, drift_id, changed["count"], str(oid)
         out["files"] = changed
@@ -268,8 +271,8 @@ class Engine:
             raise BadInput("limit must be an integer from 1 to 200")
         if index is not None:
             e = tl.find(str(index))
-            return {"steps": [entry_dict(tl, e)], "drifts": [], "head": head.step, "next_cursor": None,
-                    "task_id": tl.task_id, "status": self._status(tl, head)}
+            return self._with_shares(tl, {"steps": [entry_dict(tl, e)], "drifts": [], "head": head.step,
+                                          "next_cursor": None, "task_id": tl.task_id, "status": self._status(tl, head)})
         cursor = int(cursor or 0)
         steps, drifts = [], []
         for e in tl.walk():
@@ -281,13 +284,26 @@ class Engine:
         drifts.reverse()
         page = steps[:limit]
         more = len(steps) > limit
-        return {
+        out: ShowResult = {
             "task_id": tl.task_id, "status": self._status(tl, head), "head": head.step,
             "steps": [entry_dict(tl, e) for e in page],
             "drifts": [entry_dict(tl, e) for e in drifts[-limit:]],
             "drifts_omitted": max(0, len(drifts) - limit),
             "next_cursor": page[-1].step if more and page else None,
         }
+        return self._with_shares(tl, out)
+
+    def _with_shares(self, tl: Timeline, out: ShowResult) -> ShowResult:
+        """Lines added by agent tool calls and by others, where the blame notes say it."""
+        from . import provenance
+
+        shares, total = provenance.line_shares(self.repo, tl)
+        for d in out["steps"] + out["drifts"]:
+            if d["commit"] in shares:
+                d["authored"] = shares[d["commit"]]
+        if total is not None:
+            out["authored"] = total
+        return out
 
     def log(self, task_id: str | None = None, limit: int = 50) -> list[EntryView]:
         tl = self._timeline(task_id)
@@ -296,6 +312,12 @@ class Engine:
             out.append(entry_dict(tl, e))
             if len(out) >= limit:
                 break
+        from . import provenance
+
+        shares, _total = provenance.line_shares(self.repo, tl)
+        for d in out:
+            if d["commit"] in shares:
+                d["authored"] = shares[d["commit"]]
         return out
 
     def lines(self, task_id: str | None = None) -> list[dict]:
@@ -885,6 +907,18 @@ class Engine:
                 "steps": [entry_dict(tl, ent)], "drifts": [], "next_cursor": None}
 
     # ------------------------------------------------------------------ line provenance
+    def _follow_blame(self, tl: Timeline, oid: pygit2.Oid) -> None:
+        """A blamed task's new commit gets its blame note now (provenance.follow); attribution is
+        never worth failing a record for: a failure leaves it to the next blame."""
+        from . import provenance
+
+        try:
+            provenance.follow(self.repo, tl, oid)
+        except (pygit2.GitError, KeyError, ValueError, TcError) as e:
+            from .fsutil import store_log
+
+            store_log(self.store.path, "server.log", f"blame note of {str(oid)[:12]} left for later: {e}")
+
     def _blame_lines(self, path: str, at: str | None, task_id: str | None):
         """(lines, conversations, point id, commit) of `path` at a point, or in the workspace."""
         from . import provenance

@@ -352,6 +352,51 @@ class Blamer:
         return n
 
 
+def line_shares(repo: pygit2.Repository, tl: Timeline) -> tuple[dict[str, dict[str, int]], dict[str, int] | None]:
+    """Lines added by agent tool calls and by others, from the blame notes that exist (nothing
+    is computed): per commit (a step: with the drifts since the previous step), and for the
+    whole task when every commit has its note (else None)."""
+    b = Blamer(repo, tl)
+    if not b.notes:
+        return {}, None
+    out: dict[str, dict[str, int]] = {}
+    total: dict[str, int] | None = {"agent": 0, "other": 0}
+    since: dict[str, int] | None = {"agent": 0, "other": 0}
+    for e in reversed(list(tl.walk())):
+        n = b.note(str(e.oid)) if b.has(str(e.oid)) else None
+        if n is None:
+            total = since = None
+            continue
+        added = sum(int(f.get("added") or 0) for f in (n.get("files") or {}).values())
+        mine = {"agent": added, "other": 0} if "tool_call" in (n.get("by") or {}) else {"agent": 0, "other": added}
+        if total is not None:
+            total = {k: total[k] + mine[k] for k in mine}
+        if since is not None:
+            since = {k: since[k] + mine[k] for k in mine}
+        if e.kind == "step":
+            if since is not None:
+                out[str(e.oid)] = since
+            since = {"agent": 0, "other": 0}
+        else:
+            out[str(e.oid)] = mine
+    return out, total
+
+
+def follow(repo: pygit2.Repository, tl: Timeline, oid: pygit2.Oid) -> bool:
+    """Keep the notes up to date as commits are written: once a task has been blamed (its
+    parent commit has a note), a new step or drift gets its note at once (one commit's diff),
+    so blame stays a read. Before that, nothing (blame computes what is missing)."""
+    b = Blamer(repo, tl)
+    c = repo[oid].peel(pygit2.Commit)
+    if not c.parent_ids or not b.has(str(c.parent_ids[0])) or b.has(str(oid)):
+        return False
+    for e in tl.walk(oid):
+        b._compute(e, tl.record(oid), {})
+        break
+    b.write()
+    return True
+
+
 def _all_paths(tree: pygit2.Tree, prefix: str = "") -> Iterator[str]:
     for e in tree:
         name = prefix + (e.name or "")

@@ -194,6 +194,19 @@ def test_every_line_is_attributed_to_the_call_that_wrote_it_or_to_nobody(session
     # at a point: the file as that drift left it
     early = blame(s.root, "src/app.py", at="d0002")
     assert [h["by"] for h in early["hunks"]] == ["unattributed", "agent"]
+    # shares in log and show: what each drift's call added, each step with its drifts
+    from tc_git.engine import Engine
+
+    e = Engine(s.root)
+    by_id = {x["id"]: x for x in e.log(limit=100)}
+    assert by_id["d0001"]["authored"] == {"agent": 2, "other": 0}  # toolu_01Write: greet.py's two lines
+    assert by_id["d0002"]["authored"] == {"agent": 1, "other": 0}
+    assert by_id["s0001"]["authored"] == {"agent": 0, "other": 5}  # the person's app.py
+    shown = e.show()
+    assert shown["steps"][1]["authored"]["other"] == 1  # s0002: the person's VERSION = 3
+    after = [x for x in by_id.values() if x["kind"] == "drift" and x["id"] > "d0005"]  # after the last step
+    assert [x["id"] for x in after] == ["d0006"]
+    assert shown["authored"] == {k: sum(x["authored"][k] for x in shown["steps"] + after) for k in ("agent", "other")}
 
 
 def test_why_names_the_prompt_the_words_and_the_call(session):
@@ -309,3 +322,33 @@ async def test_tc_blame_over_mcp_stays_within_8_kb(tmp_path, tc_env_clean):
         assert one["tool_call"]["id"] == "toolu_big" and one["text"] == "line 1 edited"
         bad = await c.call_tool("tc_blame", {"root": str(root), "path": "../etc/passwd"})
         assert bad.is_error and "inside the workspace" in bad.content[0].text
+
+
+def test_once_blamed_each_record_writes_its_note_the_same_as_a_recomputation(tmp_path):
+    from tc_git.engine import Engine
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    f = root / "a.txt"
+    f.write_text("one\ntwo\n")
+    e = Engine(root)
+    e.init("follow", goal="notes kept as commits are written")
+    e.save("start")
+    store = root / ".checkpoints"
+    assert git(store, "notes", "--ref=checkpoints-blame", "list", check=False) == b""  # nothing until blamed
+    e.blame("a.txt")
+    f.write_text("one\nTWO\nthree\n")
+    e.capture(title="Edit a.txt", tool_call={"id": "toolu_f", "name": "Edit", "agent": "claude", "session": "s",
+                                             "paths": ["a.txt"]})
+    f.write_text("zero\none\nTWO\nthree\n")
+    e.save("by hand")
+    kept = git(store, "notes", "--ref=checkpoints-blame", "list").decode().split("\n")
+    head = git(store, "for-each-ref", "--format=%(objectname)", "refs/checkpoints/tasks/").decode().split()[0]
+    assert any(line.endswith(head) for line in kept)  # written by the save itself
+    note = json.loads(git(store, "notes", "--ref=checkpoints-blame", "show", head))
+    assert note["files"]["a.txt"]["added"] == 1 and "unattributed" in note["by"]
+    git(store, "update-ref", "-d", "refs/notes/checkpoints-blame")
+    e.blame("a.txt")
+    assert sorted(git(store, "notes", "--ref=checkpoints-blame", "list").decode().split("\n")) == sorted(kept)
+    assert [h["by"] for h in e.blame("a.txt")["hunks"]] == ["unattributed", "unattributed", "agent"]
+    fsck(store)
