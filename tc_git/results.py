@@ -146,6 +146,7 @@ class EntryView(TypedDict):
     partial: NotRequired[bool]
     restore_point: NotRequired[bool]
     target: NotRequired[dict[str, Any]]
+    authored: NotRequired[dict[str, int]]  # lines added {agent, other} (a step: since the last step); once blamed
 
 
 class ShowResult(TypedDict):
@@ -156,6 +157,7 @@ class ShowResult(TypedDict):
     drifts: list[EntryView]
     next_cursor: int | None
     drifts_omitted: NotRequired[int]
+    authored: NotRequired[dict[str, int]]  # the task's lines added {agent, other}, once blamed
 
 
 class TaskInfo(TypedDict):

@@ -248,7 +248,8 @@ def _h_log(r: dict) -> str:
 def _log_title(e: EntryView) -> str:
     if e["kind"] == "restore" and isinstance(e.get("target"), dict):
         return f"to {e['target'].get('id')}"
-    return e["title"]
+    a = e.get("authored")
+    return e["title"] + (f"  (+{a['agent']} agent, +{a['other']} other lines)" if a and any(a.values()) else "")
 
 
 def human(cmd: str, r: Any) -> str:
@@ -273,10 +274,14 @@ def human(cmd: str, r: Any) -> str:
             for k in ("conclusion", "next"):
                 if s.get(k):
                     out.append(f"    {k}: {s[k]}")
+            if s.get("authored"):
+                out.append(f"    lines added: {s['authored']['agent']} by agent tool calls, {s['authored']['other']} other")
         for d in r.get("drifts", []):
             out.append(f"  {d['kind']} {d['id']}: {d['title']} ({d['timestamp'].replace('T', ' ').rstrip('Z')})")
         if r.get("next_cursor"):
             out.append(f"(more: --cursor {r['next_cursor']})")
+        if r.get("authored"):
+            out.append(f"task: {r['authored']['agent']} lines added by agent tool calls, {r['authored']['other']} other")
         return "\n".join(out) or "no steps yet"
     if cmd == "diff":
         return r["patch"].rstrip("\n") or "no differences"
