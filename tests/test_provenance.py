@@ -352,3 +352,27 @@ def test_once_blamed_each_record_writes_its_note_the_same_as_a_recomputation(tmp
     assert sorted(git(store, "notes", "--ref=checkpoints-blame", "list").decode().split("\n")) == sorted(kept)
     assert [h["by"] for h in e.blame("a.txt")["hunks"]] == ["unattributed", "unattributed", "agent"]
     fsck(store)
+
+
+def test_a_restore_keeps_the_attribution_of_the_point_it_brings_back(tmp_path):
+    from tc_git.engine import Engine
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    f = root / "a.txt"
+    f.write_text("one\n")
+    e = Engine(root)
+    e.init("restore", goal="lines brought back keep their origin")
+    e.save("start")
+    f.write_text("one\nby the call\n")
+    e.capture(title="Write a.txt", tool_call={"id": "toolu_r", "name": "Write", "agent": "claude", "session": "s",
+                                              "paths": ["a.txt"]})
+    e.save("the call's step")
+    f.write_text("something else\n")
+    e.save("rewritten by hand")
+    r = e.restore(index=2, apply=True)
+    assert r["applied"] and f.read_text() == "one\nby the call\n"
+    b = e.blame("a.txt")
+    assert b["at"].startswith("r") or b["at"].startswith("d")  # the restore's commit (or its drift)
+    assert [(h["id"], h["by"]) for h in b["hunks"]] == [("s0001", "unattributed"), ("d0001", "agent")]
+    assert b["origins"]["d0001"]["tool_call"]["id"] == "toolu_r"
