@@ -264,12 +264,12 @@ def test_the_attribution_travels_in_a_bundle_and_through_a_remote(session, tmp_p
     Engine(here).switch(task)  # the active task is kept per workspace path
     first = blame(here, "src/app.py", at="d0006")
     notes = git(store, "notes", "--ref=checkpoints-blame", "list").decode()
-    out = tc(here, "export", str(tmp_path / "task.bundle"))
+    out = Engine(here).export(str(tmp_path / "task.bundle"))
     git(tmp_path, "bundle", "verify", out["path"])
     assert "refs/notes/checkpoints-blame" in out["refs"]
     there = tmp_path / "there"
     there.mkdir()
-    tc(there, "import", out["path"])
+    Engine(there).import_(out["path"])
     other = there / ".checkpoints"
     for line in notes.split("\n"):
         if line:
