@@ -438,7 +438,7 @@ class Conversations:
         self.repo = repo
         self._sessions: dict[str, dict[str, str]] = {}
 
-    def _index(self, sname: str) -> dict[str, str]:
+    def _call_events(self, sname: str) -> dict[str, str]:
         if sname in self._sessions:
             return self._sessions[sname]
         found: dict[str, str] = {}
@@ -464,7 +464,7 @@ class Conversations:
         if not (isinstance(cid, str) and isinstance(agent, str) and isinstance(session, str)):
             return None
         sname = session_name(agent, session)
-        ev = self._index(sname).get(cid)
+        ev = self._call_events(sname).get(cid)
         if ev is None:
             return None
         rec = load_event(self.repo, ev)
