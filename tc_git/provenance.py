@@ -39,7 +39,7 @@ from pygit2.enums import FileMode
 from .errors import BadInput, NotFound
 from .refs import BLAME_NOTES_REF, SESSIONS_PREFIX
 from .snapshot import tree_changes
-from .timeline import Entry, Notes, Timeline, signature
+from .timeline import Entry, Notes, Timeline, entry_of, signature
 from .trajectory.recorder import load_event, session_name
 
 VERSION = 1
@@ -556,15 +556,13 @@ def blame(repo: pygit2.Repository, tl: Timeline, at: Entry, path: str,
     lines = split_lines(blob.data)
     convs = Conversations(repo)
     origins: dict[str, Origin] = {}
+    records = _Records(repo)
     checks: dict[str, tuple[set[bytes] | None, dict | None]] = {}
     out = []
     for i, (ln, c) in enumerate(zip(lines, commits, strict=True)):
         o = origins.get(c)
         if o is None:
-            n = b.note(c) or {}
-            ent = repo[pygit2.Oid(hex=c)].peel(pygit2.Commit)
-            o = origins[c] = Origin(commit=c, id=str(n.get("id") or c[:12]), by=n.get("by") or {},
-                                    kind=str(n.get("kind") or ""), time=float(ent.commit_time))
+            o = origins[c] = _origin(repo, c, records)
         call = o.by.get("tool_call")
         attributed, why = call is not None, None
         if call is not None:
@@ -576,6 +574,30 @@ def blame(repo: pygit2.Repository, tl: Timeline, at: Entry, path: str,
         out.append(Line(n=i + 1, text=ln.decode("utf-8", "replace").rstrip("\n"), origin=o,
                         attributed=attributed, call=call if attributed else None, why=why, raw=ln))
     return out, b, convs
+
+
+class _Records:
+    """The timeline notes, read only when a drift's call is wanted."""
+
+    def __init__(self, repo: pygit2.Repository):
+        self.repo = repo
+        self.notes: Notes | None = None
+
+    def get(self, oid: pygit2.Oid) -> dict:
+        if self.notes is None:
+            self.notes = Notes(self.repo)
+        return self.notes.get(oid)
+
+
+def _origin(repo: pygit2.Repository, commit: str, records: _Records) -> Origin:
+    """An origin as its commit says it (its trailers; a drift's note for its call): what the
+    commit's blame note says in `by`, without parsing that note (the runs of a big file)."""
+    c = repo[pygit2.Oid(hex=commit)].peel(pygit2.Commit)
+    e = entry_of(c)
+    if e is None:
+        return Origin(commit=commit, id=commit[:12], by={UNATTRIBUTED: "not a tc-git commit"})
+    rec = records.get(c.id) if e.kind == "drift" else {}
+    return Origin(commit=commit, id=e.id, by=by_of(e, rec), kind=e.kind, time=float(c.commit_time))
 
 
 def _check(repo: pygit2.Repository, convs: Conversations, call: dict, commit: str,
