@@ -8,7 +8,8 @@ The attacker's task is made by tc-git, then one step is added with stock git onl
 bundle (which `git bundle verify` accepts: only tc-git refuses it). A second bundle holds a
 512 MiB file of zeros (~0.5 MB compressed, streamed into `git hash-object`): its size is read
 from the object header in quarantine, it is refused over TC_MAX_FILE_BYTES and never inflated,
-so `tc-git import --apply` peaks far under 256 MiB of memory.
+so `tc-git import --apply` peaks far under 256 MiB of memory; `tc-git pull` from the
+attacker's store as a path remote (served by libgit2 in-process) likewise.
 """
 from __future__ import annotations
 
@@ -145,7 +146,7 @@ def peak_rss_kib(*cmd: str, cwd: Path) -> tuple[subprocess.CompletedProcess, int
     return r, int(rss)
 
 
-def test_a_512_mib_file_in_a_bundle_is_refused_from_its_header(tmp_path, victim):
+def test_a_512_mib_file_in_a_bundle_or_remote_is_refused_from_its_header(tmp_path, victim):
     ws, e = victim
     a_ws = tmp_path / "attacker"
     write(a_ws, "a.txt", "a\n")
@@ -169,5 +170,11 @@ def test_a_512_mib_file_in_a_bundle_is_refused_from_its_header(tmp_path, victim)
     assert r.returncode != 0 and "zeros.bin" in err and "TC_MAX_FILE_BYTES" in err, err
     assert "Nothing was imported" in err
     assert rss < RSS_BOUND_KIB, f"import peaked at {rss >> 10} MiB"
+    assert state(ws, e) == before
+    # a pull from the attacker's store as a path remote (libgit2 serves it in-process) likewise
+    r, rss = peak_rss_kib(*TC, "pull", str(store), cwd=ws)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode != 0 and "zeros.bin" in err and "TC_MAX_FILE_BYTES" in err, err
+    assert rss < RSS_BOUND_KIB, f"pull peaked at {rss >> 10} MiB"
     assert state(ws, e) == before
     fsck(ws / ".checkpoints")

@@ -66,6 +66,17 @@ def _remote_refs(remote) -> dict[str, pygit2.Oid]:
     return out
 
 
+def _local_repository(url: str) -> pygit2.Repository | None:
+    """The repository a path or file:// remote names, opened read-only for checks, or None."""
+    path = url[len("file://"):] if url.startswith("file://") else url
+    if "://" in path or not os.path.isdir(path):
+        return None
+    try:
+        return pygit2.Repository(path, pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+    except (pygit2.GitError, KeyError):
+        return None
+
+
 def _fetch_verified(store: Store, url: str, refs: dict[str, pygit2.Oid], max_file: int | None = None) -> None:
     """Fetch the objects behind remote refs the store lacks into a quarantine, check every tree
     they bring (pathsafe), and only then move them into the store. A refused remote leaves no
@@ -75,6 +86,11 @@ def _fetch_verified(store: Store, url: str, refs: dict[str, pygit2.Oid], max_fil
     want = {n: o for n, o in refs.items() if o not in repo}
     if not want:
         return
+    local = _local_repository(url)
+    if local is not None:
+        # libgit2 serves a path or file:// remote in this process, reading whole every object it
+        # packs: check the remote's trees (sizes from object headers) before anything is sent
+        refuse_hostile_trees(local, want.values(), repo, f"remote {url}", max_file)
     with quarantine(store) as q:
         # the store's tips as refs of the quarantine (objects reached through alternates): the
         # negotiation then asks only for what is new
