@@ -208,6 +208,7 @@ class Engine:
                 ws.close(tl, snap.tree, index)
             status = "closed" if close else "open"
             resume_mod.cache_handoff(ws, tl, snap)
+            _pack_loose(self.store)
         return {
             "task_id": tid, "index": index, "title": fields["title"], "commit": str(oid),
             "groups": [], "skipped_paths": capture_mod.skipped(snap), "idempotent": idempotent, "closed": bool(close),
@@ -252,6 +253,7 @@ class Engine:
             oid, drift_id, changed = ws.drift(tl, head, snap, title=title, partial=partial, **extra)
             self._follow_blame(tl, oid)
             resume_mod.cache_handoff(ws, tl, snap)
+            _pack_loose(self.store)
         out["captured"], out["drift_id"], out["reads"], out["commit"] = True, drift_id, changed["count"], str(oid)
         out["files"] = changed
         return out
@@ -1013,6 +1015,14 @@ class Engine:
         active = self.store.active_task()
         return write_view(self.repo, tasks, list(session_ids or []), active, self.store.path / "view", out,
                           user=(user.repo, theirs) if user is not None and theirs else None)
+
+
+def _pack_loose(store) -> None:
+    """Loose objects packed once they pile up (compress.pack_loose; lazy: read-only commands
+    never import it)."""
+    from .compress import pack_loose
+
+    pack_loose(store)
 
 
 def _env_off(var: str) -> bool:
