@@ -510,7 +510,7 @@ class Engine:
         t0 = time.perf_counter()
         before = refsel.store_state(self.store)  # a failure below puts these back (issue 28)
         if seed.is_seed_package(p):
-            result = seed.import_seed(self.store, p, rename)
+            result = seed.import_seed(self.store, p, rename, self.policy.max_file)
         else:
             result = bundles.import_bundle(self.store, p, rename, merge, self.policy.max_file)
         tid = result["task_id"]

@@ -14,6 +14,7 @@ attacker's store as a path remote (served by libgit2 in-process) likewise.
 from __future__ import annotations
 
 import errno
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -178,3 +179,20 @@ def test_a_512_mib_file_in_a_bundle_or_remote_is_refused_from_its_header(tmp_pat
     assert rss < RSS_BOUND_KIB, f"pull peaked at {rss >> 10} MiB"
     assert state(ws, e) == before
     fsck(ws / ".checkpoints")
+
+
+def test_a_seed_handoff_with_a_512_mib_file_is_refused_unread(tmp_path, victim):
+    """A task-checkpoint-mcp handoff directory (handoff.json + files/) holding a 512 MiB sparse
+    file: refused before anything is read, nothing changed."""
+    ws, e = victim
+    pkg = tmp_path / "seed-handoff"
+    write(pkg, "handoff.json", json.dumps({"task": {"task_id": "seedbig", "name": "big"}, "resume": {}}))
+    write(pkg, "files/main.py", "print('x')\n")
+    with open(pkg / "files" / "zeros.bin", "wb") as f:
+        f.truncate(512 << 20)
+    before = state(ws, e)
+    r, rss = peak_rss_kib(*TC, "import", str(pkg), "--apply", cwd=ws)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode != 0 and "zeros.bin" in err and "TC_MAX_FILE_BYTES" in err, err
+    assert rss < RSS_BOUND_KIB
+    assert state(ws, e) == before

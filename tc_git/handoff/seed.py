@@ -23,12 +23,18 @@ def is_seed_package(p: Path) -> bool:
     return p.is_dir() and (p / "handoff.json").exists()
 
 
-def import_seed(store: Store, d: Path, rename) -> dict:
+META_MAX_BYTES = 16 << 20  # handoff.json is read whole
+
+
+def import_seed(store: Store, d: Path, rename, max_file: int | None = None) -> dict:
     """Migrate a task-checkpoint-mcp 0.1.x handoff directory (handoff.json + files/) into one
-    commit. Everything is validated before the first object is written."""
+    commit. Everything is validated before the first object is written; a file over `max_file`
+    bytes (TC_MAX_FILE_BYTES) refuses the package, as a bundle holding one is refused."""
     try:
+        if (d / "handoff.json").stat().st_size > META_MAX_BYTES:
+            raise BadInput(f"invalid handoff package {d}: handoff.json is over {META_MAX_BYTES >> 20} MiB")
         meta = json.loads((d / "handoff.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         raise BadInput(f"invalid handoff package {d}: handoff.json unreadable ({e})") from None
     files = d / "files"
     if not isinstance(meta, dict) or not isinstance(meta.get("task"), dict) or not files.is_dir() or files.is_symlink():
@@ -55,6 +61,9 @@ def import_seed(store: Store, d: Path, rename) -> dict:
                 st = full.lstat()
                 if not stat_mod.S_ISREG(st.st_mode):
                     raise BadInput(f"refusing {d}: not a regular file: {rel}")
+                if max_file is not None and st.st_size > max_file:
+                    raise BadInput(f"refusing {d}: {rel} is {st.st_size} bytes, over the {max_file}-byte limit "
+                                   "(TC_MAX_FILE_BYTES). Nothing was imported")
                 if sensitive_path(rel) is not None:
                     filtered.append(rel)
                     continue
