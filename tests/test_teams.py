@@ -231,3 +231,25 @@ def test_a_later_pull_removes_what_a_killed_pull_left(tmp_path, monkeypatch):
     write(left, "objects/pack/pack-x.pack", b"PACK")
     assert b.pull(str(remote))["ok"]
     assert not list((b.store.path / "tc").glob("quarantine-*"))
+
+
+def test_two_different_notes_on_one_commit_end_the_same_on_both_machines(tmp_path, monkeypatch):
+    """The notes are per-commit JSON; when two machines wrote different notes for one commit the
+    merge joins them the same way on both sides (not `ours wins`, which differs per side)."""
+    monkeypatch.setenv("TC_GIT", "off")
+    remote = bare(tmp_path / "r.git")
+    wa, a = workspace(tmp_path, "A")
+    a.push(str(remote))
+    wb, b = workspace(tmp_path, "B", task=None)
+    b.pull(str(remote))
+    head = refs_of(wa / ".checkpoints")[f"refs/checkpoints/tasks/{a.store.active_task()}/head"]
+    sig = pygit2.Signature("t", "t@x", 1700000000, 0)
+    for e, extra in ((a, {"reviewed_by": "a"}), (b, {"label": "b"})):
+        rec = json.loads(e.repo.lookup_note(head, "refs/notes/checkpoints").message)
+        e.repo.create_note(json.dumps({**rec, **extra}), sig, sig, head, "refs/notes/checkpoints", True)
+    a.push(str(remote))
+    assert b.push(str(remote))["notes"] == "merged"
+    a.pull(str(remote))
+    notes = [g(f"--git-dir={ws / '.checkpoints'}", "notes", "--ref=checkpoints", "show", head) for ws in (wa, wb)]
+    assert notes[0] == notes[1] and '"reviewed_by": "a"' in notes[0] and '"label": "b"' in notes[0]
+    assert refs_of(wa / ".checkpoints") == refs_of(wb / ".checkpoints") == refs_of(remote)
