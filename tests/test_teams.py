@@ -253,3 +253,35 @@ def test_two_different_notes_on_one_commit_end_the_same_on_both_machines(tmp_pat
     notes = [g(f"--git-dir={ws / '.checkpoints'}", "notes", "--ref=checkpoints", "show", head) for ws in (wa, wb)]
     assert notes[0] == notes[1] and '"reviewed_by": "a"' in notes[0] and '"label": "b"' in notes[0]
     assert refs_of(wa / ".checkpoints") == refs_of(wb / ".checkpoints") == refs_of(remote)
+
+
+def test_a_shared_task_keeps_mirroring_into_the_users_repository(tmp_path):
+    """With the workspace in a git repository (TC_GIT on), a head the remote won moves there too,
+    beside the line that keeps the local tip: the next save's mirror is not stuck on a diverged ref."""
+    remote = bare(tmp_path / "r.git")
+    spaces = []
+    for name in ("A", "B"):
+        ws = tmp_path / name
+        ws.mkdir()
+        g("init", "-q", cwd=ws)
+        write(ws, "README", f"{name}\n")
+        spaces.append((ws, Engine(ws)))
+    (wa, a), (wb, b) = spaces
+    tid = a.init("shared")["task_id"]
+    a.save("a: first")
+    a.push(str(remote))
+    b.pull(str(remote))
+    b.switch(tid)
+    write(wb, "b.txt", "b\n")
+    b.save("b continues")
+    write(wa, "a.txt", "a\n")
+    a.save("a continues")
+    a.push(str(remote))
+    line = b.push(str(remote))["lines"][f"refs/checkpoints/tasks/{tid}/head"]
+    write(wb, "c.txt", "c\n")
+    s = b.save("b after the push")
+    assert s["git"]["ok"], s["git"]
+    head = f"refs/checkpoints/tasks/{tid}/head"
+    mine = refs_of(wb / ".git")
+    assert mine[head] == refs_of(wb / ".checkpoints")[head] and mine[line] == refs_of(wb / ".checkpoints")[line]
+    fsck(wb / ".git")

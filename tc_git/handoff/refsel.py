@@ -137,6 +137,19 @@ def linked_refs(repo: pygit2.Repository, task_id: str, milestones_only: bool = F
     return out
 
 
+def line_refs(repo: pygit2.Repository, task_id: str) -> dict[str, pygit2.Oid]:
+    """The task's lines (refs/checkpoints/tasks/<id>/lines/*: work kept when two machines
+    continued it), joined or not."""
+    prefix = f"{TASKS_PREFIX}{task_id}/lines/"
+    out = {}
+    for name in repo.references:
+        if name.startswith(prefix):
+            t = ref_target(repo, name)
+            if t is not None:
+                out[name] = t
+    return out
+
+
 def task_refs(repo: pygit2.Repository, task_id: str, milestones_only: bool = False) -> dict[str, pygit2.Oid]:
     refs = {head_ref(task_id): cast(pygit2.Oid, repo.references[head_ref(task_id)].target)}  # a direct ref
     refs.update(linked_refs(repo, task_id, milestones_only))

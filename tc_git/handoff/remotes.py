@@ -33,7 +33,7 @@ from ..store import Store
 from ..timeline import Timeline, head_ref
 from .notes import merge_notes
 from .quarantine import adopt_loose, adopt_packs, quarantine, refuse_hostile_trees
-from .refsel import as_oid, cas_update, ref_target, relation, valid_ref
+from .refsel import as_oid, cas_update, line_refs, ref_target, relation, valid_ref
 from .userrepo import mirror, user_gitdir
 
 
@@ -368,8 +368,10 @@ def _pull(store: Store, url: str, created_store: bool, verify: bool, mirror_git:
         active = store.active_task()
         fast_forwarded += [n for n in lines if n not in fast_forwarded]
         moved_tasks = [n for n in created + fast_forwarded if task_of_ref(n)]
-        git = mirror(store, lambda repo: {n: ref_target(repo, n) for n in moved_tasks + [NOTES_REF]
-                                          if ref_target(repo, n) is not None}, None, verify, mirror_git) if moved_tasks else None
+        git = mirror(store, lambda repo: {**{n: ref_target(repo, n) for n in moved_tasks + [NOTES_REF]
+                                             if ref_target(repo, n) is not None},
+                                          **{k: v for n in moved_tasks for k, v in line_refs(repo, task_of_ref(n) or "").items()}},
+                     None, verify, mirror_git) if moved_tasks else None
     moved = bool(active and head_ref(active) in fast_forwarded)
     new_tasks = [t for t in (task_of_ref(n) for n in created) if t]
     hints = [h for h in (_restore_hint(store.repo, active) if moved and active else None, _lines_hint(lines),

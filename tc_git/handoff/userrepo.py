@@ -8,11 +8,11 @@ from pathlib import Path
 import pygit2
 
 from .. import gitguard, packs
-from ..refs import NOTES_REF, NOTES_REFS
+from ..refs import NOTES_REF, NOTES_REFS, line_of_ref, task_of_ref
 from ..results import GitInfo
 from ..store import Store, repository_around
 from .notes import merge_notes
-from .refsel import cas_update, ref_target, relation, task_refs
+from .refsel import cas_update, line_refs, ref_target, relation, task_refs
 
 
 def user_gitdir(store: Store) -> Path | None:
@@ -58,6 +58,7 @@ def sync_into_repo(src: pygit2.Repository, gitdir: Path, refs: dict[str, pygit2.
     updates: dict[str, tuple] = {}
     skipped: dict[str, str] = {}
     notes_state = None
+    kept = {refs[n] for n in refs if line_of_ref(n)}  # tips the lines below keep (a shared task)
     for name, new in refs.items():
         old = ref_target(user, name)
         rel = relation(user, old, new)
@@ -68,8 +69,8 @@ def sync_into_repo(src: pygit2.Repository, gitdir: Path, refs: dict[str, pygit2.
             notes_state = state if name == NOTES_REF else notes_state
             if merged != old:
                 updates[name] = (old, merged)
-        elif rel in ("absent", "behind"):
-            updates[name] = (old, new)
+        elif rel in ("absent", "behind") or (rel == "diverged" and task_of_ref(name) and old in kept):
+            updates[name] = (old, new)  # (a diverged head whose tip a line mirrored with it keeps)
         else:
             skipped[name] = f"{rel} in the target; left as it is"
     cas_update(user, updates, "tc-git: export")
@@ -78,7 +79,8 @@ def sync_into_repo(src: pygit2.Repository, gitdir: Path, refs: dict[str, pygit2.
 
 def mirror_task(store: Store, task_id: str, label: str | None, verify: bool = True, enabled: bool = True) -> GitInfo:
     """Mirror a task (its head, milestones and the notes) into the user's repository. Never raises."""
-    return mirror(store, lambda repo: task_refs(repo, task_id, milestones_only=True), label, verify, enabled)
+    return mirror(store, lambda repo: {**task_refs(repo, task_id, milestones_only=True), **line_refs(repo, task_id)},
+                  label, verify, enabled)
 
 
 def mirror(store: Store, pick, label: str | None, verify: bool = True, enabled: bool = True) -> GitInfo:
