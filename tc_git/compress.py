@@ -50,6 +50,7 @@ def compress_task(store, tl: Timeline, keep_seconds: int, minimum: int, maximum:
     before = _dir_bytes(os.path.join(store.path, "objects"))
     converted = 0
     if drop:
+        top = tl.record(chain[-1].oid).get("counters") or {}  # the head's: ids handed out so far
         parent = None
         rewriting = False
         for e in chain:
@@ -69,12 +70,29 @@ def compress_task(store, tl: Timeline, keep_seconds: int, minimum: int, maximum:
             repo.create_note(note_text(note), sig, sig, str(new), NOTES_REF, True)
             _remove_note(repo, e.oid)
             parent = new
+        _keep_counters(repo, tl, cast(pygit2.Oid, parent), top)
         repo.references[tl.ref].set_target(cast(pygit2.Oid, parent), "tc: compress")  # the init commit stays
     freed_by_pack = repack(store, progress) if drop or _untidy(store) else 0
     after = _dir_bytes(os.path.join(store.path, "objects"))
     return {"converted": converted, "eligible": len(droppable), "already_gone": 0,
             "bytes_freed": max(0, before - after), "bytes_before": before, "bytes_after": after,
             "packed_objects": freed_by_pack}
+
+
+def _keep_counters(repo, tl: Timeline, head, top: dict) -> None:
+    """Ids never change meaning: when the newest drifts were dropped, the new head's note still
+    carries the counters of the old head, so the next capture is d0007 after d0006, never a
+    second d0001 (ids are numbered from the head's counters)."""
+    rec = tl.record(head)
+    have = rec.get("counters") or {}
+    merged = dict(have)
+    for k, v in top.items():
+        if isinstance(v, int) and v > int(have.get(k) or 0):
+            merged[k] = v
+    if merged != have:
+        rec["counters"] = merged
+        c = repo[head].peel(pygit2.Commit)
+        repo.create_note(note_text(rec), c.committer, c.committer, str(head), NOTES_REF, True)
 
 
 def _remove_note(repo, oid) -> None:

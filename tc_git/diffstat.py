@@ -97,8 +97,9 @@ def _scale_linear(it: int, width: int, max_change: int) -> int:
     return 1 + (it * (width - 1) // max_change)
 
 
-def stat(diff: pygit2.Diff, width: int | None = None) -> str:
-    """The text `git diff --stat` prints for `diff` (renames found as git does by default)."""
+def stat(diff: pygit2.Diff, width: int | None = None, keep: list[str] | None = None) -> str:
+    """The text `git diff --stat` prints for `diff` (renames found as git does by default);
+    `keep`: only files at or under those paths (`git diff --stat -- <path>`)."""
     diff.find_similar()
     files = []
     for patch in diff:
@@ -106,6 +107,8 @@ def stat(diff: pygit2.Diff, width: int | None = None) -> str:
             continue
         d = patch.delta
         old, new = d.old_file.path, d.new_file.path
+        if keep is not None and not any(p == k or p.startswith(k + "/") for p in (old, new) for k in keep):
+            continue
         name = _print_name(old, new or old, d.status_char() in ("R", "C") and old != new)
         if d.is_binary:
             # git's "Bin <old size> -> <new size> bytes"; same contents (a pure rename): "Bin"

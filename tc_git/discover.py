@@ -160,6 +160,30 @@ def find_workspace(start: str | os.PathLike) -> Path | None:
         d = parent
 
 
+HERE = "."  # active.json's key for the workspace a store inside it belongs to
+
+
+def store_inside(store, root) -> bool:
+    """Whether the store directory lies inside the workspace `root` (both resolved paths)."""
+    store, root = os.fspath(store), os.fspath(root)
+    return store.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def active_task_of(active: dict, root, store) -> str | None:
+    """The active task of workspace `root` in a store's `tc/active.json`. A store inside its
+    workspace (`.checkpoints/`) belongs to it wherever it is moved or copied: its key is "."
+    (then, for stores written before that, the absolute path, or the one entry there is); a
+    store elsewhere (TC_STORE, a pointer) serves workspaces by absolute path."""
+    root_s = Path(root).as_posix()
+    if store_inside(store, root):
+        task = active.get(HERE) or active.get(root_s)
+        if task is None and len(active) == 1:
+            task = next(iter(active.values()))
+    else:
+        task = active.get(root_s)
+    return task if isinstance(task, str) else None
+
+
 def store_dir(root: Path) -> tuple[Path, str]:
     """Where the store of workspace `root` is, and why: ("TC_STORE" | "pointer" | "default").
     $TC_STORE is the caller's, relative to the process's directory; a pointer's path is relative

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import re
+import stat
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -25,7 +26,7 @@ from . import validate
 from .capture import MAX_LIST, Workspace
 from .errors import BadInput, Conflict, NotFound, TaskClosed, TcError
 from .policy import Policy, validate_excludes
-from .refs import POINTER_FILE
+from .refs import POINTER_FILE, TASKS_PREFIX, task_of_ref
 from .results import (
     BranchResult,
     CaptureResult,
@@ -63,6 +64,7 @@ class Engine:
         self.root = check_root(root)
         path, self._explicit_store = locate(self.root, store)
         self.store = Store(path, self.root)
+        self.store.mirror_git = not _env_off("TC_GIT")
         self.progress = progress  # callable(done, total, message) or None
         self.agent, self.session = agent, session
         self.policy = Policy(max_file=int(os.environ.get("TC_MAX_FILE_BYTES", 100 << 20)), root=str(self.root))
@@ -72,16 +74,40 @@ class Engine:
     def repo(self) -> pygit2.Repository:
         return self.store.repo
 
-    def _require_store(self) -> None:
+    def _require_store(self, what: str = "start a task with tc_init (tc-git init)") -> None:
         if not self.store.exists:
-            raise NotFound(f"no tc-git store for {self.root}: start a task with tc_init (tc init)")
+            raise self._no_store(what)
+
+    def _no_store(self, what: str) -> NotFound:
+        """No store here: and if the repository around the workspace still holds mirrored tasks
+        (the store was deleted, e.g. by `git clean -ffdx`), the error says how to get them back."""
+        n = len(self._mirrored_tasks())
+        if n:
+            return NotFound(f"no tc-git store for {self.root} (deleted? `git clean -ffdx` removes it), but its git "
+                            f"repository still holds {n} mirrored task{'s' if n != 1 else ''} in refs/checkpoints/: "
+                            "`tc-git recover` brings back every mirrored step and makes the newest task active")
+        return NotFound(f"no tc-git store for {self.root}: {what}")
+
+    def _mirrored_tasks(self) -> list[str]:
+        from .handoff.userrepo import user_gitdir
+
+        gitdir = user_gitdir(self.store)
+        if gitdir is None:
+            return []
+        try:
+            user = pygit2.Repository(str(gitdir), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+            return sorted(t for t in (task_of_ref(n) for n in user.references if n.startswith(TASKS_PREFIX)) if t)
+        except (pygit2.GitError, OSError):
+            return []
 
     def _task_id(self, task_id: str | None = None) -> str:
         if task_id is not None:
             if not isinstance(task_id, str) or not TASK_ID_RE.fullmatch(task_id):
                 raise BadInput(f"invalid task id {task_id!r}: letters, digits, '.', '_' or '-' only")
             return task_id
-        active = self.store.active_task() if self.store.exists else None
+        if not self.store.exists:
+            raise self._no_store("start a task with tc_init (tc-git init)")
+        active = self.store.active_task()
         if not active:
             raise NotFound("no active task in this workspace: call tc_init to start one "
                            "(or tc_switch to reopen an existing task)")
@@ -91,7 +117,7 @@ class Engine:
         self._require_store()
         tl = Timeline(self.repo, self._task_id(task_id))
         if not tl.exists():
-            raise NotFound(f"unknown task {tl.task_id}: list tasks with tc_show or `tc log --all`")
+            raise NotFound(f"unknown task {tl.task_id}: list tasks with tc_show or `tc-git log --all`")
         return tl
 
     def _status(self, tl: Timeline, head: Entry) -> str:
@@ -99,6 +125,8 @@ class Engine:
 
     def _ws(self) -> Workspace:
         """This workspace and its store as the domain modules take them (capture.py)."""
+        if self.store.locked:  # (a restore killed earlier left its journal: its temporaries go first)
+            restore_mod.RestoreJournal(self.store).sweep()
         return Workspace(self.store, self.policy, self.progress, self.journal, self.agent, self.session)
 
     def _snapshot(self, task: dict, paths=None) -> snapshot_mod.Snapshot:
@@ -119,6 +147,7 @@ class Engine:
         exclude = validate_excludes(validate.strings(exclude, "exclude") if exclude is not None else None)
         if store:
             self.store = Store(locate(self.root, store)[0], self.root)
+            self.store.mirror_git = not _env_off("TC_GIT")
             self._explicit_store = True
         self.store.create()
         if self._explicit_store:
@@ -199,11 +228,14 @@ class Engine:
             fields = {"title": title.strip(), "description": description or "", "conclusion": conclusion or "",
                       "verified": verified, "open_questions": open_questions, "next": next or ""}
             fields, redacted = redact_fields(fields)  # a credential in a field never becomes an object
+            prev_step = capture_mod.last_step(tl)  # (the tip the mirror last copied)
             index, oid, idempotent = ws.step(tl, head, snap, fields, trajectory)
             if not idempotent:
                 self._follow_blame(tl, oid)
             git: GitInfo = (self._mirror_task(tl.task_id, tl.ref) if not idempotent else
                             {"ok": False, "ref": None, "reason": "no new step", "unchanged": None})
+            if git.get("ok"):
+                self._mirror_report(git, prev_step, snap.tree)
             if close:
                 ws.close(tl, snap.tree, index)
             status = "closed" if close else "open"
@@ -216,6 +248,35 @@ class Engine:
             "changed": snap.changed, "redacted": redacted, "newly_left_out": newly_left,
             "unstable": snap.unstable[:MAX_LIST],
         }
+
+    LARGE_BYTES = 10 << 20
+
+    def _mirror_report(self, git: GitInfo, prev: Entry | None, tree) -> None:
+        """The mirror made visible: the first save that copies into the user's repository says
+        so (once per store), and a save whose mirror copied a new file over 10 MB names it."""
+        if not self.store.read_json("mirror.json", {}).get("announced"):
+            git["note"] = ("this step was also copied into your git repository (refs/checkpoints/*, notes and "
+                           "the objects they need, uncommitted files included; `git log --all` shows them), so "
+                           "`tc-git recover` can bring it back; TC_GIT=off turns that off")
+            self.store.write_json("mirror.json", {"announced": True})
+        if not git.get("objects"):
+            return
+        base = prev.oid if prev is not None else self.repo.TreeBuilder().write()
+        old, new = self.repo[base].peel(pygit2.Tree), self.repo[tree].peel(pygit2.Tree)
+        large = []
+        for d in snapshot_mod.tree_deltas(self.repo, old, new):
+            if d.new_id is None or d.status not in "AM" or not stat.S_ISREG(d.new_mode):
+                continue
+            try:
+                st = os.lstat(self.root / d.path)
+            except OSError:
+                continue
+            if st.st_size > self.LARGE_BYTES:
+                size = self.repo.odb.read_header(d.new_id)[1]
+                if size > self.LARGE_BYTES:
+                    large.append({"path": d.path, "bytes": size})
+        if large:
+            git["large"] = large[:MAX_LIST]
 
     def _mirror_task(self, task_id: str, label: str | None) -> GitInfo:
         """Export the task's refs into the user's repository (handoff layer), if there is one."""
@@ -277,7 +338,15 @@ class Engine:
                                           "next_cursor": None, "task_id": tl.task_id, "status": self._status(tl, head)})
         cursor = int(cursor or 0)
         steps, drifts = [], []
+        prev: dict = {}  # step commit -> the step (or init) before it: what its `files_changed` counts
+        later = None
+        pos: dict = {}  # commit -> its place in the chain, newest 0 (`seq` below: oldest 0)
         for e in tl.walk():
+            pos[e.oid] = len(pos)
+            if e.kind in ("step", "init"):
+                if later is not None:
+                    prev[later] = e.oid
+                later = e.oid if e.kind == "step" else None
             if e.kind == "step" and e.step > cursor:
                 steps.append(e)
             elif include_drift and e.kind in ("drift", "restore", "import", "close", "init"):
@@ -286,10 +355,23 @@ class Engine:
         drifts.reverse()
         page = steps[:limit]
         more = len(steps) > limit
+
+        def view(e: Entry) -> EntryView:
+            d = entry_dict(tl, e)
+            d["seq"] = len(pos) - 1 - pos[e.oid]  # time order even within one second
+            return d
+
+        def step_view(e: Entry) -> EntryView:
+            d = view(e)
+            if e.oid in prev:  # against the step before, not the commit before (a drift between)
+                old, new = (self.repo[x].peel(pygit2.Tree) for x in (prev[e.oid], e.oid))
+                d["files_changed"] = len(snapshot_mod.tree_changes(self.repo, old, new))
+            return d
+
         out: ShowResult = {
             "task_id": tl.task_id, "status": self._status(tl, head), "head": head.step,
-            "steps": [entry_dict(tl, e) for e in page],
-            "drifts": [entry_dict(tl, e) for e in drifts[-limit:]],
+            "steps": [step_view(e) for e in page],
+            "drifts": [view(e) for e in drifts[-limit:]],
             "drifts_omitted": max(0, len(drifts) - limit),
             "next_cursor": page[-1].step if more and page else None,
         }
@@ -376,10 +458,26 @@ class Engine:
                         f"(add --apply)"}
 
     def diff(self, a: str | None = None, b: str | None = None, task_id: str | None = None,
-             stat: bool = False) -> str:
-        """Patch between two points of the timeline (`b` omitted: the workspace's current snapshot)."""
+             stat: bool = False, paths=None) -> str:
+        """Patch between two points of the timeline (`b` omitted: the workspace's current snapshot);
+        `paths`: only those files or directories (workspace-relative), as `git diff -- <path>`."""
+        sel = self.diff_paths(paths)
         d = self.diff_object(a, b, task_id)
-        return d.stats.format(pygit2.enums.DiffStatsFormat.FULL, 80) if stat else d.patch or ""
+        if stat:
+            return d.stats.format(pygit2.enums.DiffStatsFormat.FULL, 80)
+        if sel is None:
+            return d.patch or ""
+        return "".join(p.text or "" for p in d if p is not None and
+                       any(restore_mod.in_selection(f, sel) for f in (p.delta.old_file.path, p.delta.new_file.path)))
+
+    def diff_paths(self, paths) -> list[str] | None:
+        """`paths` of a diff as a selection (None: every file); BadInput for '..' or absolute."""
+        if not paths:
+            return None
+        try:
+            return restore_mod.selection(paths)
+        except ValueError as e:
+            raise BadInput(str(e)) from None
 
     def diff_object(self, a: str | None = None, b: str | None = None, task_id: str | None = None) -> pygit2.Diff:
         tl = self._timeline(task_id)
@@ -451,6 +549,9 @@ class Engine:
         returns to where the first one started."""
         self._require_store()
         tl = self._timeline()
+        j = restore_mod.RestoreJournal(self.store).pending(tl.task_id)
+        if j and re.fullmatch(r"d\d+", str(j.get("undo", ""))):  # killed while it applied: back to its restore point
+            return self.restore(drift_id=j["undo"], apply=apply, limit=limit, paths=j.get("paths"))
         for e in tl.walk():
             if e.kind != "restore":
                 continue
@@ -458,8 +559,11 @@ class Engine:
             if not re.fullmatch(r"d\d+", str(rec.get("undo", ""))):
                 raise NotFound(f"the last restore of task {tl.task_id} ({str(e.oid)[:10]}) names no restore "
                                "point; pick a drift from `tc-git log` and restore it (`tc-git restore d0003`)")
-            return self.restore(drift_id=rec["undo"], apply=apply, limit=limit, paths=rec.get("paths"),
-                                _undo_of=str(e.oid))
+            out = self.restore(drift_id=rec["undo"], apply=apply, limit=limit, paths=rec.get("paths"),
+                               _undo_of=str(e.oid))
+            if e.restore:
+                out["undo_of_id"] = e.restore
+            return out
         raise NotFound(f"nothing to undo: task {tl.task_id} has no applied restore or import")
 
     # ------------------------------------------------------------------ compress
@@ -587,6 +691,31 @@ class Engine:
 
         return remotes.pull(self.store, remote, verify=not self._git_watched and not _env_off("TC_GIT_VERIFY"),
                             mirror_git=not _env_off("TC_GIT"), max_file=self.policy.max_file)
+
+    def recover(self) -> dict:
+        """Bring back what the repository around the workspace holds of its tasks (the mirror of
+        every step save: each task's timeline up to its last mirrored step, drifts and restore
+        points before it included, milestones, notes) after the store was lost: a pull from that
+        repository, then the newest open task is made active if none is."""
+        from .handoff.userrepo import user_gitdir
+
+        gitdir = user_gitdir(self.store)
+        if gitdir is None or not self._mirrored_tasks():
+            raise NotFound(f"nothing to recover for {self.root}: no git repository around it holds refs/checkpoints/tasks/")
+        out: dict = dict(self.pull(str(gitdir)))
+        with self.store.lock():
+            active = self.store.active_task()
+            if not active or not Timeline(self.repo, active).exists():
+                heads = []
+                for tid in self._mirrored_tasks():
+                    tl = Timeline(self.repo, tid)
+                    if tl.exists() and tl.head().kind != "close":
+                        heads.append((self.repo[tl.head_oid()].peel(pygit2.Commit).commit_time, tid))
+                active = max(heads)[1] if heads else None
+                if active:
+                    self.store.set_active_task(active)
+        out["active_task"] = active
+        return out
 
     # ------------------------------------------------------------------ trajectory layer
     # Thin delegations to tc_git/trajectory/, plus the links between the two histories: a
@@ -1008,7 +1137,7 @@ class Engine:
         theirs = sorted(project_sessions(self.root)) if user is not None else []
         if not self.store.exists:
             if user is None or not theirs or task_ids:
-                raise NotFound(f"no tc-git store for {self.root}: nothing to view yet (tc init starts a task)")
+                raise NotFound(f"no tc-git store for {self.root}: nothing to view yet (tc-git init starts a task)")
             r = write_view(user.repo, [], list(session_ids or []), None, user.store.path / "view", out, known=theirs)
             return dict(r, store="user", user_sessions=r["sessions"])
         tasks = [self._timeline(t).task_id for t in (task_ids or [])]

@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import time
+from pathlib import Path
 
 LOG_MAX_BYTES = 1 << 20
 FSYNC_ENV = "TC_RESTORE_FSYNC"
@@ -41,6 +42,14 @@ def atomic_write(path, data: bytes, mode: int = 0o600, sync: bool = True) -> Non
     if not hasattr(os, "fchmod"):  # Windows before Python 3.13: by path (only read-only means anything)
         os.chmod(tmp, mode)
     os.replace(tmp, path)
+
+
+def common_dir(gitdir: Path) -> Path:
+    """The common directory of a git directory (itself, or the main one of a linked worktree)."""
+    f = gitdir / "commondir"
+    if f.is_file():
+        return (gitdir / f.read_text().strip()).resolve()
+    return gitdir
 
 
 def store_log(store, name: str, line: str) -> None:

@@ -8,7 +8,8 @@ of the git directory (and of the common directory of a linked worktree) except
 * our own namespaces: loose refs and reflogs under `refs/checkpoints/` and
   `refs/notes/checkpoints`, and their lines in `packed-refs`.
 
-So HEAD, the index, config, hooks, every other ref, the stash, info/, logs/ and anything a
+So HEAD, the index, config, hooks, every other ref, the stash, info/ (but for the two lines
+of info/exclude that hide the store from `git status`), logs/ and anything a
 future git adds are covered. Read from files only (no `git status`, which may rewrite the
 index). Files are compared by sha256 (mode and type too); files above HASH_MAX by size and
 mtime. Standard library only.
@@ -21,17 +22,11 @@ import os
 import stat as stat_mod
 from pathlib import Path
 
-from .refs import CHECKPOINTS_PREFIX, NOTES_REF
+from .fsutil import common_dir
+from .refs import CHECKPOINTS_PREFIX, EXCLUDE_COMMENT, NOTES_REF
 
 OURS = (CHECKPOINTS_PREFIX, NOTES_REF)
 HASH_MAX = 8 << 20
-
-
-def common_dir(gitdir: Path) -> Path:
-    f = gitdir / "commondir"
-    if f.is_file():
-        return (gitdir / f.read_text().strip()).resolve()
-    return gitdir
 
 
 def _ours(rel: str) -> bool:
@@ -77,11 +72,28 @@ def _walk(base: Path, label: str, fp: dict) -> None:
                 continue
             except OSError as e:
                 value = ("unreadable", e.errno)
+            if rel == "info/exclude" and value[0] == "file":
+                value = _exclude(p)  # (the line that hides the store is ours: Store.protect)
             if rel == "packed-refs" and value[0] == "file":
                 value = _packed(p)
                 if value is None:
                     continue  # only our refs in it: as if absent
             fp[label + rel] = value
+
+
+def _exclude(path: str):
+    """info/exclude without our comment and the pattern line after it."""
+    with open(path, "rb") as f:
+        lines = f.read().decode("utf-8", "surrogateescape").splitlines()
+    out, skip = [], False
+    for line in lines:
+        if skip:
+            skip = False
+        elif line == EXCLUDE_COMMENT:
+            skip = True
+        else:
+            out.append(line)
+    return ("exclude", hashlib.sha256("\n".join(out).encode("utf-8", "surrogateescape")).hexdigest())
 
 
 def _packed(path: str):

@@ -34,7 +34,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .discover import check_user_store, find_workspace, store_dir, untrusted  # stdlib-only: no pygit2
+from .discover import active_task_of, check_user_store, find_workspace, store_dir, untrusted  # stdlib-only: no pygit2
 from .errors import UntrustedStore
 from .jsonsafe import one_line
 from .recordrules import OPT_OUT_FILE, opted_out, record_mode, user_store_path  # noqa: F401  (OPT_OUT_FILE: re-exported)
@@ -109,7 +109,7 @@ def locate(cwd: str | None) -> Place | None:
     err = untrusted(store, "tc-git store", root)  # (a pointer's or TC_STORE's store)
     if err is not None:
         raise err
-    return Place(root, store, _active(store).get(root))
+    return Place(root, store, active_task_of(_active(store), root, store))
 
 
 # ------------------------------------------------------------------------------- logging

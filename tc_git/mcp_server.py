@@ -760,7 +760,7 @@ def build_server(watch: bool | None = None) -> TcServer:
 def _setup_logging() -> None:
     level = os.environ.get("TC_LOG_LEVEL", "INFO").upper()
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("tc-mcp %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(logging.Formatter("tc-git-mcp %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)

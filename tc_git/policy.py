@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from . import secrets as secrets_mod
 from .errors import BadInput
-from .refs import POINTER_FILE, STORE_DIRNAME
+from .refs import POINTER_FILE, STORE_DIRNAME, TEMP_GLOB
 from .secrets import sensitive_path
 
 # Always left out (gitignore syntax). Deliberately short: the seed also excluded build/, dist/,
@@ -24,7 +24,7 @@ from .secrets import sensitive_path
 DEFAULT_EXCLUDES = (
     f"/{STORE_DIRNAME}/", f"/{POINTER_FILE}", ".git/", "node_modules/", "__pycache__/",
     "*.pyc", ".venv/", "venv/", ".tox/", ".mypy_cache/", ".pytest_cache/", ".ruff_cache/",
-    ".DS_Store",
+    ".DS_Store", TEMP_GLOB,
 )
 DEFAULT_MAX_FILE = 100 << 20
 

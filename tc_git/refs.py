@@ -20,6 +20,17 @@ import re
 # --- names next to the workspace --------------------------------------------------------------
 STORE_DIRNAME = ".checkpoints"
 POINTER_FILE = ".task-checkpoint-store.json"  # the seed's pointer name, kept for drop-in use
+# `<store>/.git`, a gitfile naming the store itself: to git the store is a nested repository,
+# which `git clean -fdx` skips (only `-ff` removes one); the line after this comment in the
+# enclosing repository's `info/exclude` keeps it out of `git status` (store.Store.protect)
+NESTED_GIT_TEXT = "gitdir: .\n"
+EXCLUDE_COMMENT = "# tc-git: its checkpoint store (a nested repository, so git clean -fdx keeps it)"
+
+# A restore's temporary sibling of a file it writes (and of one it moves aside):
+# `.<name>.tc-<12 hex>` (wsfs). Never user data: left out of every snapshot, and removed by the
+# next command that finds the journal of a restore killed while it had one (restore.py).
+TEMP_GLOB = ".*.tc-" + "[0-9a-f]" * 12
+TEMP_RE = re.compile(r"\..+\.tc-[0-9a-f]{12}", re.S)
 
 # --- refs and notes -----------------------------------------------------------------------------
 CHECKPOINTS_PREFIX = "refs/checkpoints/"

@@ -539,16 +539,38 @@ class RestoreJournal:
         self.store = store
 
     @contextlib.contextmanager
-    def applying(self, task_id: str, target_id: str, undo_id: str, pre_oid):
+    def applying(self, task_id: str, target_id: str, undo_id: str, pre_oid, plan: Plan | None = None,
+                 sel: list[str] | None = None):
         # fsync'd only when the restored files are (TC_RESTORE_FSYNC=all): a SIGKILL leaves it
         # either way, and a power loss could keep it while losing the unsynced files and objects
         # it names; an fsync forces a journal commit of the file system (1-3 ms idle, far more
         # while others write), for a file removed ~50 ms later
+        # the directories it writes into: where a kill can leave a temporary (sweep)
+        dirs = sorted({p.rpartition("/")[0] for p in touched(plan)}) if plan is not None else None
         data = json.dumps({"task": task_id, "target": target_id, "undo": undo_id, "pre": str(pre_oid),
+                           "paths": sel, "dirs": dirs if dirs is None or len(dirs) <= 10000 else None,
                            "time": time.time()}, indent=1, sort_keys=True).encode()
         atomic_write(self.store.state_dir / JOURNAL, data, sync=fsync_setting() == "all")
         yield
         os.unlink(self.store.state_dir / JOURNAL)  # only when the restore commit is written
+
+    def pending(self, task_id: str) -> dict | None:
+        """The journal of an interrupted restore of `task_id` (read under the store's lock: a
+        journal is then never one of a restore in progress), or None."""
+        j = self.store.read_json(JOURNAL, None)
+        return j if isinstance(j, dict) and j.get("task") == task_id else None
+
+    def sweep(self) -> list[str]:
+        """Under the store's lock: remove the temporaries an interrupted restore left (once;
+        the journal then records them and stays, so `resume` still warns and `undo` still
+        reverses it). Returns what was removed."""
+        j = self.store.read_json(JOURNAL, None)
+        if not isinstance(j, dict) or "swept" in j:
+            return []
+        removed = wsfs.remove_temporaries(self.store.workspace, j.get("dirs"))
+        j["swept"] = removed[:MAX_LIST]
+        atomic_write(self.store.state_dir / JOURNAL, json.dumps(j, indent=1, sort_keys=True).encode(), sync=False)
+        return removed
 
     def interrupted(self, task_id: str) -> str | None:
         """The warning for `task_id` if one of its restores was interrupted, else None."""
@@ -556,7 +578,7 @@ class RestoreJournal:
         if not j or j.get("task") != task_id:
             return None
         return (f"a restore to {j['target']} was interrupted; the workspace may be partly "
-                f"restored. Undo it with tc_restore drift_id={j['undo']} apply=true, "
+                f"restored. Undo it with tc_restore undo=true apply=true (tc-git undo: back to {j['undo']}), "
                 f"or run the restore again")
 
 
@@ -670,7 +692,7 @@ def apply(ws: Workspace, tl: Timeline, head: Entry, target: Entry, snap: Snapsho
     # 1. the workspace as it is, unsaved work included, becomes a restore point
     pre_oid, undo_id, _ = ws.drift(tl, head, snap, title=f"before restore to {target.id}", packed=PACKED_COMMITS,
                                    restore_point=True)
-    with RestoreJournal(ws.store).applying(tl.task_id, target.id, undo_id, pre_oid):
+    with RestoreJournal(ws.store).applying(tl.task_id, target.id, undo_id, pre_oid, plan, sel):
         # 2. files, one atomic replace at a time
         # under a drift watcher whose notifications cost Python work each (watchdog: not on
         # Linux), files are renamed over, not swapped: a swap is two more notifications per file,

@@ -26,6 +26,8 @@ class GitInfo(GitWatch):
     reason: str | None
     objects: NotRequired[int]
     error: NotRequired[str]
+    note: NotRequired[str]  # said once per store: the first save that mirrored into the user's repository
+    large: NotRequired[list[dict[str, Any]]]  # new files over 10 MB this mirror copied: {path, bytes}
 
 
 class ChangedFile(TypedDict):
@@ -147,6 +149,7 @@ class EntryView(TypedDict):
     restore_point: NotRequired[bool]
     target: NotRequired[dict[str, Any]]
     authored: NotRequired[dict[str, int]]  # lines added {agent, other} (a step: since the last step); once blamed
+    seq: NotRequired[int]  # `show`: its place in the chain, oldest 0 (one list in time order)
 
 
 class ShowResult(TypedDict):
@@ -216,6 +219,7 @@ class RestoreResult(TypedDict):
     not_in_target: list[LeftOut]
     unstable: list[str]
     undo_of: NotRequired[str]
+    undo_of_id: NotRequired[str]  # the undone restore's rNNNN (restores made before those ids have none)
     undo: NotRequired[UndoPoint]  # applied only, from here on
     commit: NotRequired[str]
     failed: NotRequired[list[PathReason]]

@@ -86,6 +86,21 @@ def handoff_text(info: dict, lang: str = "en") -> str:
     return text
 
 
+def received_left_out(tl: Timeline, head: Entry) -> list:
+    """What the workspace's snapshot does not hold, and why: the head's own list and, when the
+    head is a restore (an import's included), the target's (what the sender left out: after an
+    import the head describes this workspace, where those files are simply absent)."""
+    out = left_out(head.record)
+    target = (head.record.get("target") or {}).get("commit") if head.kind == "restore" else None
+    if target:
+        seen = {x["path"] for x in out}
+        try:
+            out += [x for x in left_out(tl.record(target)) if x["path"] not in seen]
+        except (KeyError, ValueError, pygit2.GitError):
+            pass
+    return out[:200]
+
+
 # ---------------------------------------------------------------------------- the state
 def resume_info(ws: Workspace, tl: Timeline, lang: str = "en",
                 unsaved: tuple[list[str], int] | None = None) -> ResumeResult:
@@ -137,7 +152,7 @@ def resume_info(ws: Workspace, tl: Timeline, lang: str = "en",
         "open_questions": lr.get("open_questions", []), "drift_paths": paths, "drift_total": total,
         "next": lr.get("next", ""), "store": str(ws.store.path),
         "active_task": active, "skipped": sorted(left)[:MAX_LIST],
-        "left_out": left_out(head.record),
+        "left_out": received_left_out(tl, head),
         "health": {"ok": not warnings, "errors": warnings},
         "milestone": latest_milestone(repo, tl.task_id),
         "drifts_since": drifts[-MAX_LIST:],

@@ -17,13 +17,14 @@ import pygit2
 from pygit2.enums import Option
 
 from . import handles, lockfile, validate
-from .discover import store_dir, untrusted, user_path
+from .discover import HERE, active_task_of, store_dir, store_inside, untrusted, user_path
 from .errors import BadInput, StoreBusy, UnsafeRoot
 from .fsutil import (
     atomic_write,  # noqa: F401  (re-exported: engine, handoff)
+    common_dir,
     fsync_setting,
 )
-from .refs import NOTES_REF, POINTER_FILE, STORE_DIRNAME, STORE_HEAD_REF  # noqa: F401  (re-exported)
+from .refs import EXCLUDE_COMMENT, NESTED_GIT_TEXT, NOTES_REF, POINTER_FILE, STORE_DIRNAME, STORE_HEAD_REF  # noqa: F401
 
 IDENTITY = ("tc-git", "tc-git@localhost")
 
@@ -149,7 +150,7 @@ def check_location(path: Path, workspace: Path, source: str = "default") -> Path
                     if (real / "tasks").is_dir() and ((real / "payload").is_dir() or (real / "current.json").exists()):
                         why, fix = "it is a task-checkpoint-mcp store", (
                             "export its tasks with task-checkpoint-mcp (tc_export), move it aside "
-                            f"(mv {real} {real}-seed) and bring them in with `tc import <handoff dir>`")
+                            f"(mv {real} {real}-seed) and bring them in with `tc-git import <handoff dir>`")
                     raise _refuse(real, why, source, fix)
     if real == workspace.resolve():
         raise BadInput("store must not be the workspace itself; pass a separate directory")
@@ -168,6 +169,41 @@ def locate(root: Path, store: str | None = None) -> tuple[Path, bool]:
     return check_location(path, root, source), source == "TC_STORE"
 
 
+def _enclosing_worktree(path: Path) -> tuple[Path, str] | None:
+    """(common git directory, `/path/of/store/` relative to its worktree) of the non-bare
+    repository whose worktree holds the store `path`, or None."""
+    repo = repository_around(path.parent)
+    if repo is None:
+        return None
+    try:
+        gitdir = Path(repo.path).resolve()
+        real = path.resolve()
+        if gitdir == real or real in gitdir.parents or repo.is_bare or not repo.workdir:
+            return None
+        rel = real.relative_to(Path(repo.workdir).resolve()).as_posix()
+    finally:
+        repo.free()
+    return common_dir(gitdir), rel
+
+
+def _exclude_line(common: Path, rel: str) -> None:
+    """Our two lines in `<common>/info/exclude` (appended once; the user's lines kept as they are)."""
+    pattern = "/" + "".join("\\" + c if c in "\\*?[!# " else c for c in rel) + "/"
+    path = common / "info" / "exclude"
+    try:
+        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+    except FileNotFoundError:
+        text = ""
+    lines = text.splitlines()
+    if any(line == EXCLUDE_COMMENT and nxt == pattern for line, nxt in zip(lines, lines[1:])):
+        return
+    path.parent.mkdir(exist_ok=True)
+    sep = "" if not text or text.endswith("\n") else "\n"
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    atomic_write(path, (text + sep + EXCLUDE_COMMENT + "\n" + pattern + "\n").encode("utf-8", "surrogateescape"),
+                 mode=mode, sync=False)
+
+
 class Store:
     """One private repository, attached to one workspace for the life of this object."""
 
@@ -181,6 +217,8 @@ class Store:
         self._held_fd: int | None = None  # the lock kept past a locked block: the index is not written yet
         self.deferrable = False  # the engine call will release() this store when it ends (handles.py)
         self._state_ok = False  # tc/ exists (state_dir)
+        self._protected = False  # protect() ran for this object
+        self.mirror_git = True  # False (TC_GIT=off, set by the engine): the user's .git is not written at all
 
     # -- creation ---------------------------------------------------------------------------
     @property
@@ -300,6 +338,11 @@ class Store:
             self._state_ok = True
         return d
 
+    @property
+    def locked(self) -> bool:
+        """This object holds the store's lock now."""
+        return self._lock_depth > 0
+
     # -- lock -------------------------------------------------------------------------------
     @contextlib.contextmanager
     def lock(self, timeout: float | None = None):
@@ -338,6 +381,7 @@ class Store:
         if self.deferrable:
             handles.open_window(self.path)
         try:
+            self.protect()
             self._remove_stale_git_locks()
             self._refresh_handle()
             self._sync_refs_as_set(fsync_gitdir())
@@ -352,6 +396,35 @@ class Store:
             else:
                 handles.flush(self._repo)  # (a dirty index never outlives the lock it was made under)
                 lockfile.release(fd)
+
+    def protect(self) -> None:
+        """Keep the store out of the way of everyday git commands in the repository around it.
+
+        `git clean -fdx` (build outputs away) deleted the whole store. git skips a nested
+        repository unless told `-ff`, so the store names itself as one: `<store>/.git` is a
+        gitfile `gitdir: .`. A nested repository shows in `git status` (and `git add -A` would
+        add it as a gitlink) unless ignored, and the store's own `.gitignore` cannot ignore the
+        directory itself: so first a pattern for it goes into the enclosing repository's
+        `info/exclude` (after a comment naming tc-git; gitguard leaves those two lines out of
+        its fingerprint), and the marker is written only once that is in place or there is no
+        enclosing repository. With TC_GIT=off (`mirror_git` False) nothing is written into the
+        enclosing repository, so the store stays unmarked there (git clean -fdx removes it).
+        Once per Store object, under the lock; failures leave the store as it was (unprotected,
+        not hidden less)."""
+        if self._protected or not self.exists:
+            return
+        self._protected = True
+        marker = self.path / ".git"
+        try:
+            enclosing = _enclosing_worktree(self.path)
+            if enclosing is not None:
+                if not self.mirror_git:
+                    return
+                _exclude_line(*enclosing)
+            if not os.path.lexists(marker):
+                atomic_write(marker, NESTED_GIT_TEXT.encode(), mode=0o600, sync=False)
+        except (OSError, pygit2.GitError, ValueError):
+            pass
 
     def _sync_refs_as_set(self, want: bool) -> None:
         """libgit2 reads its fsync setting for refs once, when a handle's ref database is
@@ -385,15 +458,21 @@ class Store:
         atomic_write(self.state_dir / name, json.dumps(value, indent=1, sort_keys=True).encode())
 
     def active_task(self) -> str | None:
-        return self.read_json("active.json", {}).get(self.workspace.as_posix())
+        """The workspace's active task (discover.active_task_of: a store inside the workspace
+        keeps it under "." so moving or copying the project keeps it)."""
+        active = self.read_json("active.json", {})
+        return active_task_of(active, self.workspace.resolve(), self.path.resolve()) if isinstance(active, dict) else None
 
     def set_active_task(self, task_id: str | None) -> None:
         with self.lock():
             active = self.read_json("active.json", {})
+            key = HERE if store_inside(self.path.resolve(), self.workspace.resolve()) else self.workspace.as_posix()
+            if key == HERE:
+                active.pop(self.workspace.as_posix(), None)  # (its key before "." was used)
             if task_id is None:
-                active.pop(self.workspace.as_posix(), None)
+                active.pop(key, None)
             else:
-                active[self.workspace.as_posix()] = task_id
+                active[key] = task_id
                 self.ensure_head()
             self.write_json("active.json", active)
 

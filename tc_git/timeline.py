@@ -195,7 +195,7 @@ class Timeline:
         try:
             return cast(pygit2.Oid, self.repo.references[self.ref].target)  # a direct ref
         except KeyError:
-            raise NotFound(f"unknown task {self.task_id}: list tasks with `tc log --all` or tc_show") from None
+            raise NotFound(f"unknown task {self.task_id}: list tasks with `tc-git log --all` or tc_show") from None
 
     def head(self) -> Entry:
         e = cast(Entry, entry_of(self.repo[self.head_oid()].peel(pygit2.Commit)))  # ours: it has Tc-Kind

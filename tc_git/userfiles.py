@@ -24,6 +24,16 @@ def state_dir() -> Path:
     return Path(base) / "tc-git"
 
 
+def prune_state() -> None:
+    """Remove tc-git's state directories that nothing is left in (after `setup --undo`)."""
+    base = state_dir()
+    for d in (base / "setup", base / "pristine", base):
+        try:
+            d.rmdir()  # only when empty
+        except OSError:
+            pass
+
+
 def _record_path(path: Path) -> Path:
     key = hashlib.sha1(str(path).encode("utf-8", "surrogateescape")).hexdigest()[:20]
     return state_dir() / "pristine" / f"{key}.json"

@@ -170,7 +170,7 @@ def root(value) -> Path:
 
 # ------------------------------------------------------------------------------------- OS errors
 _OS_ADVICE = {
-    errno.ENOSPC: ("no_space", "the disk is full ({where}): free space (or run `tc compress`), then retry; "
+    errno.ENOSPC: ("no_space", "the disk is full ({where}): free space (or run `tc-git compress`), then retry; "
                                "nothing was recorded"),
     getattr(errno, "EDQUOT", -1): ("no_space", "the disk quota is exhausted ({where}): free space, then retry"),
     errno.EROFS: ("read_only", "the file system is read-only ({where}): remount it read-write, or keep the "
@@ -180,7 +180,7 @@ _OS_ADVICE = {
     errno.EPERM: ("permission", "operation not permitted ({where}): fix the permissions or attributes "
                                 "(immutable file?), then retry"),
     errno.ENAMETOOLONG: ("too_deep", "a path is too long or nested too deeply ({where}): shorten it, or "
-                                     "exclude that directory (tc init --exclude)"),
+                                     "exclude that directory (tc-git init --exclude)"),
     errno.ELOOP: ("too_deep", "too many levels of symbolic links ({where}): fix or exclude that link"),
     errno.EMFILE: ("unavailable", "too many open files ({where}): close other programs or raise the limit"),
 }
@@ -206,7 +206,7 @@ def as_tc_error(e: BaseException) -> TcError | None:
         return e
     if isinstance(e, RecursionError):
         return SystemFault("the workspace is nested too deeply to walk (recursion limit): exclude the deep "
-                           "directory (tc init --exclude) or flatten it", "too_deep")
+                           "directory (tc-git init --exclude) or flatten it", "too_deep")
     num, where = None, ""
     if isinstance(e, OSError) and e.errno in _OS_ADVICE:
         num = e.errno

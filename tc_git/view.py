@@ -488,7 +488,7 @@ def render_html(page: dict, diffs: list) -> str:
     # 'unsafe-inline', so even markup that slipped past escaping could not execute.
     csp = (f"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline' {hashes}; "
            "img-src data:; base-uri 'none'; form-action 'none'")
-    title = html.escape(page.get("title") or "tc view", quote=True)
+    title = html.escape(page.get("title") or "tc-git view", quote=True)
     parts = [
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n",
         f'<meta http-equiv="Content-Security-Policy" content="{html.escape(csp, quote=True)}">\n',
@@ -551,7 +551,7 @@ def build(repo: pygit2.Repository, task_ids: list[str], session_ids: list[str],
         "budget": {"diffs": dbudget.spent_out, "events": ebudget.spent_out},
     }
     names = [t["name"] or t["id"] for t in tasks] + [s["title"][:40] or s["key"] for s in sessions]
-    page["title"] = "tc view: " + ", ".join(names[:3]) if names else "tc view"
+    page["title"] = "tc-git view: " + ", ".join(names[:3]) if names else "tc-git view"
     text = render_html(page, diffs)
     summary = {"tasks": [t["id"] for t in tasks], "sessions": [s["key"] for s in sessions],
                "entries": sum(len(t["entries"]) for t in tasks),

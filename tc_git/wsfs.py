@@ -34,6 +34,7 @@ import stat as stat_mod
 
 from . import pathsafe
 from .fsutil import fsync_setting
+from .refs import STORE_DIRNAME, TEMP_RE
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _MAX_CACHED = 512
@@ -765,3 +766,34 @@ def _write_all(fd: int, data) -> None:
         if n <= 0:
             raise OSError(errno.ENOSPC, "no progress writing: disk full?")
         view = view[n:]
+
+
+def remove_temporaries(root, dirs) -> list[str]:
+    """Remove the temporaries (`.<name>.tc-<hex>`, refs.TEMP_RE) a killed restore left in the
+    workspace directories `dirs` (relative; None: every directory but `.git`s and the store).
+    Only files and links of exactly that form, in directories reached without following a link.
+    Returns the relative paths removed."""
+    root = os.path.realpath(os.fspath(root))
+    if dirs is None:
+        dirs = []
+        for dirpath, subdirs, _files in os.walk(root):
+            subdirs[:] = [d for d in subdirs if d != ".git" and not (dirpath == root and d == STORE_DIRNAME)]
+            rel = os.path.relpath(dirpath, root)
+            dirs.append("" if rel == "." else rel.replace(os.sep, "/"))
+    out = []
+    for d in dirs:
+        path = os.path.join(root, *d.split("/")) if d else root
+        if os.path.realpath(path) != os.path.normpath(path):
+            continue  # a link on the way: not a directory the restore wrote into
+        try:
+            entries = list(os.scandir(path))
+        except OSError:
+            continue
+        for e in entries:
+            if TEMP_RE.fullmatch(e.name) and not e.is_dir(follow_symlinks=False):
+                try:
+                    os.unlink(e.path)
+                    out.append(f"{d}/{e.name}" if d else e.name)
+                except OSError:
+                    pass
+    return sorted(out)

@@ -73,10 +73,38 @@ def ensure(specs=PINNED, timeout: int = 300, budget: float = 900) -> list[tuple[
                     z.extractall(dest)
             else:
                 with tarfile.open(arc) as t:
-                    t.extractall(dest, filter="data")
+                    extract_tar(t, dest)
             (dest / ".complete").write_text("")
         out.append((spec, dest))
     return out
+
+
+def extract_tar(t: tarfile.TarFile, dest: Path) -> None:
+    """Unpack `t` into `dest`, refusing what could write outside it. Python >= 3.11.4 has
+    tarfile's `data` filter; before it (Debian 12's /usr/bin/python3 is 3.11.2) only
+    directories and regular files are unpacked, by hand, each name checked: absolute names,
+    `..` and anything else (links, devices, fifos) are refused."""
+    if hasattr(tarfile, "data_filter"):
+        t.extractall(dest, filter="data")
+        return
+    root = os.path.realpath(dest)
+    for m in t.getmembers():
+        target = os.path.realpath(os.path.join(root, m.name))
+        if os.path.isabs(m.name) or ".." in m.name.replace("\\", "/").split("/") or \
+                os.path.commonpath([root, target]) != root:
+            raise ValueError(f"refusing tar member {m.name!r}: outside {dest}")
+        if m.isdir():
+            os.makedirs(target, exist_ok=True)
+        elif m.isfile():
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            src = t.extractfile(m)
+            assert src is not None
+            with src, open(target, "wb") as out:
+                while chunk := src.read(1 << 20):
+                    out.write(chunk)
+            os.chmod(target, 0o755 if m.mode & 0o100 else 0o644)
+        else:
+            raise ValueError(f"refusing tar member {m.name!r}: not a file or directory")
 
 
 def files(root: Path):

@@ -14,6 +14,7 @@ import pytest
 from conftest import clean_env, diff_fingerprints, dir_fingerprint, fsck, write
 
 from tc_git.engine import Engine
+from tc_git.refs import EXCLUDE_COMMENT
 
 pytestmark = pytest.mark.usefixtures("fsck_after")
 
@@ -84,6 +85,7 @@ def test_dot_git_only_our_refs_differ_with_export_on(user_repo, monkeypatch):
     monkeypatch.delenv("TC_GIT", raising=False)
     gitdir = user_repo / ".git"
     before = dir_fingerprint(gitdir)
+    before_exclude = (gitdir / "info" / "exclude").read_text()
     for name, _result in _operations(user_repo):
         after = dir_fingerprint(gitdir)
         changed = diff_fingerprints(before, after)
@@ -91,7 +93,11 @@ def test_dot_git_only_our_refs_differ_with_export_on(user_repo, monkeypatch):
         # a directory on the way to our refs/objects may only gain entries (its mtime changes)
         bad = [p for p in bad if not (p in (b"refs", b"logs", b"logs/refs", b"objects")
                                       and before.get(p, (0,))[0] == after.get(p, (1,))[0])]
+        # info/exclude gains our two lines that hide the store (a nested repository) from git status
+        bad = [p for p in bad if p not in (b"info", b"info/exclude")]
         assert bad == [], f"{name} modified .git outside our refs: {bad[:10]}"
+    text = (gitdir / "info" / "exclude").read_text()
+    assert text == before_exclude + EXCLUDE_COMMENT + "\n/.checkpoints/\n"
     r = subprocess.run(["git", "-C", str(user_repo), "fsck", "--full"], capture_output=True, env=clean_env())
     assert r.returncode == 0, r.stderr
 

@@ -74,7 +74,8 @@ def test_run_records_a_drift_per_burst_and_passes_exit_code_and_output(tmp_path)
     assert out.startswith("stdout: hello from stdin\n")  # the child's output first, untouched
     assert b"to stderr\n" in r.stderr
     summary = json.loads(out[len("stdout: hello from stdin\n"):])
-    assert summary["exit_code"] == 3 and summary["task_created"]
+    assert summary["exit_code"] == 3 and summary["task_created"] and summary["store_created"]
+    assert b"no tc-git store here: created" in r.stderr  # said, never silently
     store = ws / ".checkpoints"
     # stock git: one drift per burst while it ran, then the drift at exit with the last edit
     subjects = _drifts(store, summary["task_id"])

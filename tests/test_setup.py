@@ -86,6 +86,7 @@ def test_setup_then_undo_is_byte_identical(home, client):
     # undo: every file as it was, every created file and directory gone, no .bak anywhere
     tc(home, "setup", "--client", client, "--undo")
     assert snapshot(home) == before
+    assert not (home.parent / "state" / "tc-git").exists()  # nor empty state directories
 
 
 def test_undo_after_the_user_edited_keeps_their_edit(home):

@@ -55,10 +55,10 @@ class Progress:
 # Engine messages name the MCP tools (agents read them); on the command line, the commands.
 _CLI_TERMS = [
     (re.compile(r"see tc_show for the steps \(include_drift for drifts\)"), "see the ids with `{p} log`"),
-    (re.compile(r"list tasks with tc_show or `tc log --all`|list tasks with `tc log --all` or tc_show"),
+    (re.compile(r"list tasks with tc_show or `tc(?:-git)? log --all`|list tasks with `tc(?:-git)? log --all` or tc_show"),
      "list tasks with `{p} log --all`"),
     (re.compile(r"tc_restore drift_id=(d\d+) apply=true"), r"`{p} restore \1 --apply`"),
-    (re.compile(r"\btc_(\w+) \(tc \1\)"), r"`{p} \1`"),
+    (re.compile(r"\btc_(\w+) \(tc(?:-git)? \1\)"), r"`{p} \1`"),
     (re.compile(r"\btc_(init|save|resume|show|restore|capture|switch|export|import|compress|push|pull|record|"
                 r"sessions|milestone|events|checkout|markdown|branch|replay)\b"), r"`{p} \1`"),
     (re.compile(r"`tc (?=[a-z])"), "`{p} "),
@@ -79,7 +79,7 @@ GROUPS = [
     ("who wrote it", ["blame", "why"]),
     ("the conversation", ["record", "sessions", "resume-session", "milestone", "events", "checkout", "markdown", "branch",
                           "tdiff", "replay"]),
-    ("share and look", ["view", "export", "import", "push", "pull", "adopt"]),
+    ("share and look", ["view", "export", "import", "push", "pull", "adopt", "recover"]),
     ("connect an agent", ["setup", "hooks", "skill", "hook"]),
     ("other", ["demo", "compress"]),
 ]
@@ -191,7 +191,17 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(START_HERE.format(p=prog()))
         return 0
-    args = build_parser().parse_args(argv)
+    cut = argv.index("--") if "--" in argv else -1
+    args = None
+    if cut > 0 and "diff" in argv[:cut] and "run" not in argv[:cut]:
+        # `diff 1 -- src/app.py`: paths after `--`, as git diff takes them
+        args = build_parser().parse_args(argv[:cut])
+        if args.cmd == "diff":
+            args.paths = (args.paths or []) + argv[cut + 1:]
+        else:
+            args = None
+    if args is None:
+        args = build_parser().parse_args(argv)
     if args.cmd is None:
         print(START_HERE.format(p=prog()))
         return 0
@@ -213,17 +223,18 @@ def main(argv: list[str]) -> int:
         print(f"{prog()}: interrupted", file=sys.stderr)
         return 130
     progress.close()
-    if args.json:
-        # a non-UTF-8 file name is shown git-quoted, the same rule as the MCP results (jsonsafe)
-        print(jsonsafe.dumps(result, indent=2, default=str))
-    else:
-        human = getattr(args, "human", None)
-        text = human(result) if human else json.dumps(result, indent=2, ensure_ascii=False)
-        if text:
-            try:
+    try:
+        if args.json:
+            # a non-UTF-8 file name is shown git-quoted, the same rule as the MCP results (jsonsafe)
+            print(jsonsafe.dumps(result, indent=2, default=str))
+        else:
+            human = getattr(args, "human", None)
+            text = human(result) if human else json.dumps(result, indent=2, ensure_ascii=False)
+            if text:
                 print(cli_terms(text) if args.cmd == "resume" else text)
-            except BrokenPipeError:  # `tc-git ... | head`
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.stdout.flush()
+    except BrokenPipeError:  # `tc-git ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if getattr(args, "exit_code_from_result", False):  # `run -- cmd` exits with the command's code
         return int(result.get("exit_code", 0))
     return 0

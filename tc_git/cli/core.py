@@ -69,6 +69,8 @@ def setup(sub) -> None:
     p.add_argument("a", nargs="?", help="from this point (default: the latest commit): " + ID_HELP)
     p.add_argument("b", nargs="?", help="to this point (default: the workspace now)")
     p.add_argument("--stat", action="store_true", help="per-file counts, as `git diff --stat` prints them")
+    p.add_argument("--path", dest="paths", action="append", default=None, metavar="PATH",
+                   help="only this file or directory (repeatable; also `diff 1 -- PATH...`)")
     p.add_argument("--task", dest="task_id", default=None, help=TASK_HELP)
 
     p = sub.add_parser("restore", help="preview (default) or apply going back to a point; undoable",
@@ -135,8 +137,9 @@ def run(args) -> Mapping[str, Any]:
         if args.stat:
             from ..diffstat import stat
 
-            return {"patch": stat(e.diff_object(args.a, args.b, task_id=task))}
-        return {"patch": e.diff(args.a, args.b, task_id=task)}
+            return {"patch": stat(e.diff_object(args.a, args.b, task_id=task),
+                                  keep=e.diff_paths(workspace_paths(args, args.paths)))}
+        return {"patch": e.diff(args.a, args.b, task_id=task, paths=workspace_paths(args, args.paths))}
     if c == "restore":
         if (args.id is None) == (args.drift_id is None):
             raise BadInput("name the point to restore to: " + ID_HELP)
@@ -181,6 +184,15 @@ def _left_out(r: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def not_here(left) -> list[str]:
+    """The files a received snapshot does not hold, and why (as HANDOFF.md lists them): the
+    receiving side must supply them itself. Used by restore, undo and import."""
+    if not left:
+        return []
+    rows = [f"{x.get('path')} ({x.get('why')}{': ' + x['reason'] if x.get('reason') else ''})" for x in left]
+    return [f"  not in this snapshot, supply them yourself ({plural(len(left), 'file')}):"] + listing(rows, indent="    ")
+
+
 def _h_save(r: SaveResult) -> str:
     if r["idempotent"]:
         s = f"step {r['index']} unchanged (same title, fields and files)"
@@ -188,7 +200,14 @@ def _h_save(r: SaveResult) -> str:
         s = f"saved step {r['index']}: {r['title']}  [{r['commit'][:10]}]"
     if r.get("closed"):
         s += "; task closed"
-    return "\n".join([s] + _left_out(r))
+    lines = [s] + _left_out(r)
+    git = r.get("git") or {}
+    for f in git.get("large") or []:
+        lines.append(f"  large new file copied into the store and your repository's .git: {f['path']} "
+                     f"({f['bytes'] / (1 << 20):.1f} MiB); to keep such files out, list them in .gitignore")
+    if git.get("note"):
+        lines.append(f"  note: {git['note']}")
+    return "\n".join(lines)
 
 
 def _h_restore(r: RestoreResult) -> str:
@@ -204,8 +223,9 @@ def _h_restore(r: RestoreResult) -> str:
                 f"{plural(len(r.get('failed') or []), 'path')} failed (below), none half-written; "
                 f"undo with: {prog()} undo")
     elif r.get("undo_of"):
-        head = (f"undid restore {r['undo_of'][:10]}: back to {what}{rid}; redo with: {prog()} undo" if r["applied"]
-                else f"undoing restore {r['undo_of'][:10]} would change {plural(n, 'file')} (nothing written)")
+        undone = r.get("undo_of_id") or r["undo_of"][:10]
+        head = (f"undid restore {undone}: back to {what}{rid}; redo with: {prog()} undo" if r["applied"]
+                else f"undoing restore {undone} would change {plural(n, 'file')} (nothing written)")
     elif r["applied"]:
         head = f"restored {what}{rid}; undo with: {prog()} undo"
     elif n:
@@ -222,6 +242,7 @@ def _h_restore(r: RestoreResult) -> str:
     lines += listing(rows, limit=20, total=n + len(p["unrestorable"]))
     for f in r.get("failed") or []:
         lines.append(f"  failed   {f.get('path')} ({f.get('reason', f.get('error', ''))})")
+    lines += not_here(r.get("not_in_target"))
     chk = r.get("check")
     if chk and chk.get("outside_changed_count"):
         lines.append(f"  warning: {plural(chk['outside_changed_count'], 'path')} outside the selection changed "
@@ -266,18 +287,24 @@ def human(cmd: str, r: Any) -> str:
     if cmd == "log":
         return _h_log(r)
     if cmd == "show":
+        import heapq
+
         out = []
-        for s in r["steps"]:
-            label = f"step {s['index']}" if s["kind"] == "step" else f"{s['kind']} {s['id']}"
-            out.append(f"{label}: {s['title']}  ({s['timestamp'].replace('T', ' ').rstrip('Z')}, "
-                       f"{plural(s['files_changed'], 'file')} changed)")
-            for k in ("conclusion", "next"):
-                if s.get(k):
-                    out.append(f"    {k}: {s[k]}")
-            if s.get("authored"):
-                out.append(f"    lines added: {s['authored']['agent']} by agent tool calls, {s['authored']['other']} other")
-        for d in r.get("drifts", []):
-            out.append(f"  {d['kind']} {d['id']}: {d['title']} ({d['timestamp'].replace('T', ' ').rstrip('Z')})")
+        is_step = {id(x) for x in r["steps"]}
+        # one list in time order: the drifts (and restores) between the steps where they happened
+        for s in heapq.merge(r.get("drifts", []), r["steps"], key=lambda x: x.get("seq", 0)):
+            when = s["timestamp"].replace("T", " ").rstrip("Z")
+            if id(s) in is_step:
+                label = f"step {s['index']}" if s["kind"] == "step" else f"{s['kind']} {s['id']}"
+                what = "file changed since the step before" if s["kind"] == "step" else "file changed"
+                out.append(f"{label}: {s['title']}  ({when}, {plural(s['files_changed'], what, what.replace('file', 'files', 1))})")
+                for k in ("conclusion", "next"):
+                    if s.get(k):
+                        out.append(f"    {k}: {s[k]}")
+                if s.get("authored"):
+                    out.append(f"    lines added: {s['authored']['agent']} by agent tool calls, {s['authored']['other']} other")
+            else:
+                out.append(f"  {s['kind']} {s['id']}: {s['title']} ({when})")
         if r.get("next_cursor"):
             out.append(f"(more: --cursor {r['next_cursor']})")
         if r.get("authored"):

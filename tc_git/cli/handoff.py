@@ -4,6 +4,7 @@ from __future__ import annotations
 from .common import engine_for as _engine
 from .common import prog as PROG
 from .common import task_arg as _task
+from .core import not_here
 
 
 def _h_export(r: dict) -> str:
@@ -34,6 +35,7 @@ def _h_import(r: dict) -> str:
             cmd = f"{PROG()} restore {target} --apply"
             lines.append(f"  workspace not changed: the restore to {target} would create {c['to_write']}, replace "
                          f"{c['to_replace']}, delete {c['to_delete']} files; run `{cmd}` (undoable)")
+    lines += not_here(r.get("left_out"))
     return "\n".join(lines)
 
 
@@ -55,9 +57,16 @@ def _h_pull(r: dict) -> str:
     return "\n".join(lines)
 
 
+def _h_recover(r: dict) -> str:
+    text = _h_pull(r).replace("pulled from", "recovered from", 1)
+    if r.get("active_task"):
+        text += f"\n  active task: {r['active_task']} ({PROG()} log shows its steps)"
+    return text
+
+
 def setup(sub) -> None:
     p = sub.add_parser("export", help="write a git bundle + HANDOFF.md of the task (any git can read it)")
-    p.add_argument("to", help="an existing directory, or a file path ending in .bundle")
+    p.add_argument("to", help="a directory (created if new), or a file path ending in .bundle")
     p.add_argument("--since", default=None, help="an earlier bundle: write only what it lacks")
     p.add_argument("--task", dest="task_id", default=None,
                    help="task id, a unique prefix of it, or the task's name (default: the active task)")
@@ -87,3 +96,7 @@ def setup(sub) -> None:
     p = sub.add_parser("pull", help="fetch refs/checkpoints/* and the notes from a git remote (default: origin)")
     p.add_argument("remote", nargs="?", default=None, help="remote name of the workspace's repo, URL or path")
     p.set_defaults(func=lambda a: _engine(a).pull(a.remote), human=_h_pull)
+
+    p = sub.add_parser("recover", help="bring the tasks back from the mirror in the workspace's git repository "
+                                       "(after the store was deleted)")
+    p.set_defaults(func=lambda a: _engine(a).recover(), human=_h_recover)

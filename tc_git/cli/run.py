@@ -48,7 +48,12 @@ def run(root, argv: list[str], say=None) -> dict:
     if exe is None:
         raise NotFound(f"command not found: {argv[0]!r} (not on PATH and not an executable path)")
     engine = Engine(root, agent="tc-run")
+    had_store = engine.has_store
     task, created = _ensure_task(engine, argv)
+    if created:  # never silently: a store (and a task) where there was none is news to the user
+        say(f"no tc-git store here: created {engine.store_path} with task {task} (named after the command; "
+            "`tc-git init <name>` first names your own)" if not had_store else
+            f"no open task here: started task {task} (named after the command; `tc-git init <name>` first names your own)")
     before = engine.capture(title=f"before run: {_label(argv)}")  # the run's drifts hold only its edits
     start_commit = before.get("commit") or engine.head_commit()
     cwd, started = os.getcwd(), time.time()
@@ -61,6 +66,7 @@ def run(root, argv: list[str], say=None) -> dict:
     exit_code = code if code >= 0 else 128 - code
     how = f"exit {code}" if code >= 0 else f"killed by {signal.Signals(-code).name}"
     out: dict[str, Any] = {"command": argv, "exit_code": exit_code, "task_id": task, "task_created": created,
+           "store_created": created and not had_store,
            "drifts": [], "last_drift": None, "signals_forwarded": forwarded,
            "transcripts": [], "milestone": None, "seconds": round(time.time() - started, 3), "error": None}
     try:  # whatever happens here, the command's exit status is passed on

@@ -254,6 +254,7 @@ def disconnect(client: str = "claude", scope: str = "user", root: str = ".") -> 
         rec_path.unlink()
     except FileNotFoundError:
         pass
+    userfiles.prune_state()  # no empty state directories left behind
     return {"client": client, "scope": scope, "undone": done}
 
 

@@ -33,11 +33,13 @@ AUTO_LIMIT = 20000  # listed paths in an automatic import's preview (more: previ
 
 def _bundle_path(to, task_id: str) -> Path:
     if to is None or str(to).strip() == "":
-        raise BadInput("to is required: an existing directory, or a file path ending in .bundle")
+        raise BadInput("to is required: a directory (created if new), or a file path ending in .bundle")
     p = Path(os.path.expanduser(str(to))).resolve()
     g = validate.git_dir_of(p if p.is_dir() else p.parent)
     if g is not None:  # a bundle or HANDOFF.md in .git/hooks or a store is never what anyone wants
         raise BadInput(f"export destination {p} is inside the git directory {g}: choose a directory outside it")
+    if not os.path.lexists(p) and p.suffix != ".bundle":
+        p.mkdir(parents=True)  # a new directory, created as `mkdir -p` would
     if p.is_dir():
         p = p / f"{task_id}.bundle"
         n = 2

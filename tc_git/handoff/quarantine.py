@@ -7,6 +7,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pygit2
@@ -24,6 +25,7 @@ def quarantine(store: Store):
     if store.exists:
         base = store.path / "tc"
         base.mkdir(mode=0o700, exist_ok=True)
+        remove_stale(base)
         d = Path(tempfile.mkdtemp(prefix="quarantine-", dir=base))
     else:
         d = Path(tempfile.mkdtemp(prefix="tc-quarantine-"))
@@ -35,6 +37,25 @@ def quarantine(store: Store):
         yield q
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+STALE_SECONDS = 3600
+
+
+def remove_stale(base: Path) -> list[str]:
+    """Remove the quarantines a killed import or pull left in the store's `tc/` (nothing
+    written into them for an hour: a live one gains files as its pack is indexed)."""
+    out = []
+    now = time.time()
+    for d in base.glob("quarantine-*"):
+        try:
+            newest = max(p.lstat().st_mtime for p in (d, d / "objects", d / "objects" / "pack") if os.path.lexists(p))
+        except (OSError, ValueError):
+            continue
+        if now - newest > STALE_SECONDS and d.is_dir() and not d.is_symlink():
+            shutil.rmtree(d, ignore_errors=True)
+            out.append(d.name)
+    return out
 
 
 def refuse_hostile_trees(q, tips, have, source: str, max_file: int | None = None) -> None:
