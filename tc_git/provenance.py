@@ -190,11 +190,17 @@ class Blamer:
 
     def __post_init__(self) -> None:
         ref = self.repo.references.get(BLAME_NOTES_REF)
-        if ref is not None:
-            tree = self.repo[ref.target].peel(pygit2.Commit).tree
+        if ref is None:
+            return
+        stack = [("", self.repo[ref.target].peel(pygit2.Commit).tree)]
+        while stack:  # written flat here; git fans a big notes tree out (ab/cdef...) when it rewrites one
+            prefix, tree = stack.pop()
             for e in tree:
-                if e.type_str == "blob" and e.name:
-                    self.notes[e.name] = e.id
+                name = prefix + (e.name or "")
+                if e.type_str == "tree":
+                    stack.append((name, self.repo[e.id].peel(pygit2.Tree)))
+                elif e.type_str == "blob":
+                    self.notes[name] = e.id
 
     # -------------------------------------------------------------- reading
     def has(self, commit: str) -> bool:
