@@ -376,3 +376,44 @@ def test_a_restore_keeps_the_attribution_of_the_point_it_brings_back(tmp_path):
     assert b["at"].startswith("r") or b["at"].startswith("d")  # the restore's commit (or its drift)
     assert [(h["id"], h["by"]) for h in b["hunks"]] == [("s0001", "unattributed"), ("d0001", "agent")]
     assert b["origins"]["d0001"]["tool_call"]["id"] == "toolu_r"
+
+
+def test_codex_apply_patch_and_parallel_claude_calls_through_the_hook(tmp_path):
+    """Codex's apply_patch (agent-formats.md §3.3) and two Claude calls run in parallel (both
+    edits made before either PostToolUse fires): each line goes to the call that wrote it."""
+    from tc_git.engine import Engine
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.py").write_text("x = 1\n")
+    (root / "b.py").write_text("y = 1\n")
+    e = Engine(root)
+    e.init("clients", goal="codex and parallel calls")
+    e.save("start")
+
+    def hook(ev: dict, *args: str) -> None:
+        r = subprocess.run(HOOK + ["post-tool-use", *args], input=json.dumps(ev).encode(), capture_output=True,
+                           env=clean_env(), timeout=120)
+        assert r.returncode == 0 and r.stderr == b"", r.stderr
+
+    (root / "a.py").write_text("x = 2\nz = 3\n")
+    patch = "*** Begin Patch\n*** Update File: a.py\n@@\n-x = 1\n+x = 2\n+z = 3\n*** End Patch\n"
+    hook({"session_id": "019a-codex", "transcript_path": None, "cwd": str(root), "hook_event_name": "PostToolUse",
+          "model": "gpt-5-codex", "permission_mode": "default", "turn_id": "turn-1", "tool_name": "apply_patch",
+          "tool_input": {"command": patch}, "tool_response": "Success", "tool_use_id": "call_9"}, "--agent", "codex")
+    (root / "a.py").write_text("x = 2\nz = 3\nfrom_a = 1\n")  # two parallel calls: both files first,
+    (root / "b.py").write_text("y = 1\nfrom_b = 1\n")  # then their hooks, in order
+    for cid, name in (("toolu_pa", "a.py"), ("toolu_pb", "b.py")):
+        hook({"session_id": SID, "transcript_path": str(tmp_path / "t.jsonl"), "cwd": str(root),
+              "hook_event_name": "PostToolUse", "permission_mode": "default", "tool_name": "Edit",
+              "tool_input": {"file_path": str(root / name), "old_string": "", "new_string": ""},
+              "tool_response": {"success": True}, "tool_use_id": cid})
+    a, b = e.blame("a.py"), e.blame("b.py")
+    calls = [(a["origins"][h["id"]].get("tool_call") or {}).get("id") for h in a["hunks"]]
+    assert calls == ["call_9", "toolu_pa"] and [h["end"] for h in a["hunks"]] == [2, 3]
+    assert a["origins"][a["hunks"][0]["id"]]["tool_call"] == {"id": "call_9", "name": "apply_patch", "agent": "codex",
+                                                            "session": "019a-codex"}
+    assert "not recorded yet" in a["origins"][a["hunks"][0]["id"]]["conversation"]
+    assert [(h["by"], (b["origins"][h["id"]].get("tool_call") or {}).get("id")) for h in b["hunks"]] == \
+        [("unattributed", None), ("agent", "toolu_pb")]
+    fsck(root / ".checkpoints")
