@@ -224,6 +224,11 @@ async def test_resume_session_tool(tmp_path, monkeypatch):
         assert again["tip"] == rec["tip"]
         got = await ok("tc_resume_session", point="m1", client="claude", drop_thinking=True)
         assert got["events"] < rec["events"]
+        # Claude's signed thinking cannot go to Codex as it is: left out (notes), unless kept
+        got = await ok("tc_resume_session", point="m1", client="codex")
+        assert "left out 12 thinking" in got["notice"]
+        got = await ok("tc_resume_session", point="m1", client="codex", keep_thinking=True)
+        assert got.get("notice") is None
 
         before = sorted(p for p in tmp_path.rglob("*.jsonl"))
         for args, needle in [({"point": "m1", "client": "gemini"}, "client"),
