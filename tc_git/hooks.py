@@ -194,6 +194,37 @@ def capture_linked(engine, call: dict, title: str, paths=None) -> dict:
     return engine.capture(title=title, tool_call=call)
 
 
+def lost_store_hint(cwd: str) -> str | None:
+    """No store here, but the git repository around `cwd` holds mirrored tasks (the store was
+    deleted, e.g. by `git clean -ffdx`): what to tell the agent. Reads a few files only."""
+    d = os.path.realpath(os.path.expanduser(str(cwd)))
+    while not os.path.lexists(os.path.join(d, ".git")):
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+    gitdir = os.path.join(d, ".git")
+    try:
+        if os.path.isfile(gitdir):  # a linked worktree's gitfile, then its common directory
+            with open(gitdir, encoding="utf-8") as f:
+                gitdir = os.path.join(d, f.read().split("gitdir:", 1)[1].strip())
+            common = os.path.join(gitdir, "commondir")
+            if os.path.isfile(common):
+                with open(common, encoding="utf-8") as f:
+                    gitdir = os.path.join(gitdir, f.read().strip())
+        found = bool(os.listdir(os.path.join(gitdir, "refs", "checkpoints", "tasks"))) \
+            if os.path.isdir(os.path.join(gitdir, "refs", "checkpoints", "tasks")) else False
+        if not found and os.path.isfile(os.path.join(gitdir, "packed-refs")):
+            with open(os.path.join(gitdir, "packed-refs"), encoding="utf-8", errors="replace") as f:
+                found = any(" refs/checkpoints/tasks/" in line for line in f)
+    except (OSError, IndexError):
+        return None
+    if not found:
+        return None
+    return ("tc-git: this project has no checkpoint store (deleted? `git clean -ffdx` removes it), but its git "
+            "repository still holds the mirrored tasks: `tc-git recover` brings back every mirrored step.")
+
+
 # ------------------------------------------------------------------------------- events
 def on_session_start(event: dict, place: Place, agent: str) -> dict | None:
     from .handoff_cache import read  # written at every record: no pygit2, no workspace scan
@@ -415,7 +446,8 @@ def run(name: str | None, agent_hint: str | None = None, stdin=None) -> str:
                 check_user_store()  # (raises UntrustedStore: then nothing is recorded anywhere)
                 place = Place(d, str(user_store_path()), None, user=True)
         elif place is None or not place.task:
-            return ""
+            hint = lost_store_hint(cwd) if place is None and kind == "SessionStart" else None
+            return json.dumps({"hookSpecificOutput": {"hookEventName": kind, "additionalContext": hint}}) if hint else ""
         out = handler(event, place, detect_agent(event, agent_hint))
         return json.dumps(out, ensure_ascii=False) if out else ""
     except BaseException as exc:  # never fail the agent, whatever happened

@@ -73,6 +73,7 @@ def test_git_clean_keeps_the_store_and_ffdx_is_recovered(ws):
             call()
     r = tc("log", cwd=ws)
     assert r.returncode != 0 and b"tc-git recover" in r.stderr, r.stderr
+    assert "tc-git recover" in _session_start(ws)  # the agent is told at its session's start
     out = tc_json("recover", cwd=ws)
     assert out["active_task"] and out["ok"]
     assert _ids(ws) == before  # every mirrored step, drift and id as it was
@@ -385,3 +386,19 @@ def test_diff_takes_a_path_filter(ws):
     assert "src/app.py" in st and "readme" not in st, st
     with pytest.raises(BadInput):
         e.diff("1", "2", paths=["../x"])
+
+
+def test_undo_names_the_restore_it_reverses(ws):
+    from tc_git.cli.core import human
+
+    e = Engine(ws)
+    e.init("undo names")
+    write(ws, "a.txt", b"1")
+    e.save("one")
+    write(ws, "a.txt", b"2")
+    e.save("two")
+    assert e.restore(1, apply=True)["restore_id"] == "r0001"
+    u = e.undo(apply=True)
+    assert u["undo_of_id"] == "r0001" and u["restore_id"] == "r0002"
+    assert human("undo", u).startswith("undid restore r0001: back to d0001 (r0002)"), human("undo", u)
+    assert (ws / "a.txt").read_bytes() == b"2"
