@@ -248,8 +248,7 @@ class Timeline:
         parsing, in the MCP server. Sound because a commit id fixes its whole first-parent
         ancestry: the memo is used only when its head is the current head or an ancestor of it."""
         if start is None:
-            for e in _chain(self):
-                yield replace(e, record={})
+            yield from _chain(self)
             return
         oid = start
         while oid is not None:
@@ -369,36 +368,39 @@ _chains: OrderedDict[tuple[str, str], tuple[pygit2.Oid, list[Entry]]] = OrderedD
 _chains_lock = threading.Lock()
 
 
-def _chain(tl: Timeline) -> list[Entry]:
-    """The timeline's entries newest first, without notes; the commits made since the memo's
-    head are read, the rest comes from the memo (a chain rewritten by compress or an import
-    has no memo'd head on it: it is read whole, once)."""
+def _chain(tl: Timeline):
+    """The timeline's entries newest first (copies, without notes), read lazily: the commits made
+    since the memo's head are parsed as the caller goes (a one-shot `log` of 50 reads 50), then
+    the memo's entries follow. The memo is updated once the walk has joined it or reached the
+    chain's start (a chain rewritten by compress or an import is read whole once)."""
     head = tl.head_oid()
     key = (tl.repo.path, tl.ref)
     with _chains_lock:
         hit = _chains.get(key)
     if hit is not None and hit[0] == head:
-        return hit[1]
+        for kept in hit[1]:
+            yield replace(kept, record={})
+        return
     known = hit[0] if hit is not None else None
     new: list[Entry] = []
     oid: pygit2.Oid | None = head
-    joined = False
-    while oid is not None:
-        if oid == known:
-            joined = True
+    while oid is not None and oid != known:
+        got = entry_of(cast(pygit2.Commit, tl.repo[oid]))
+        if got is None:
             break
-        e = entry_of(cast(pygit2.Commit, tl.repo[oid]))
-        if e is None:
-            break
-        new.append(e)
-        oid = e.parent
+        new.append(got)
+        yield replace(got, record={})
+        oid = got.parent
+    joined = hit is not None and oid is not None and oid == known
     chain = new + hit[1] if joined and hit is not None else new
     with _chains_lock:
         _chains[key] = (head, chain)
         _chains.move_to_end(key)
         while len(_chains) > CHAINS_KEPT:
             _chains.popitem(last=False)
-    return chain
+    if joined and hit is not None:
+        for kept in hit[1]:
+            yield replace(kept, record={})
 
 
 # ---------------------------------------------------------------------------- a commit and its note, packed
