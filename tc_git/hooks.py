@@ -116,7 +116,7 @@ def locate(cwd: str | None) -> Place | None:
 def log(store: str | None, line: str) -> None:
     """Append one line to `<store>/tc/hooks.log` (rotated at 1 MB); only if the store exists."""
     if store and os.path.isdir(os.path.join(store, "tc")):
-        from .fsutil import store_log  # loaded only when there is a store to log into
+        from .secrets import store_log  # loaded only when there is a store to log into (redacts)
 
         store_log(store, LOG_NAME, line)
 
@@ -366,7 +366,9 @@ def worker(payload: dict) -> int:
         _while_growing(tp, record_once)
     except Exception as exc:
         log(store, f"worker: failed: {type(exc).__name__}: {exc}")
-        print(f"tc-git hook worker: {type(exc).__name__}: {exc}", file=sys.stderr)
+        from .secrets import redact_text  # (stderr is hooks.log here too)
+
+        print(redact_text(f"tc-git hook worker: {type(exc).__name__}: {exc}"), file=sys.stderr)
     return 0
 
 

@@ -36,7 +36,6 @@ from pydantic import Field, ValidationError
 
 from . import __version__, handles, heap, jsonsafe, mcp_wire
 from .errors import TcError
-from .fsutil import store_log
 from .mcp_models import (
     RESULT_MODELS,
     BranchResult,
@@ -62,6 +61,7 @@ from .mcp_models import (
     TrajectoryDiffResult,
 )
 from .refs import POINTER_FILE, STORE_DIRNAME
+from .secrets import redact_count, store_log
 
 if TYPE_CHECKING:  # annotations only: the engine (and pygit2) load on first use
     from .engine import Engine
@@ -87,8 +87,19 @@ PATH_ARGS = frozenset({"root", "store", "to", "package", "since", "transcript", 
 
 # ------------------------------------------------------------------------------- logging
 def _store_log(store: Path | str | None, line: str) -> None:
-    """Append to `<store>/tc/server.log` if that store exists (never creates a store)."""
+    """Append to `<store>/tc/server.log` if that store exists (never creates a store), redacted."""
     store_log(store, "server.log", line)
+
+
+class _Redacting(logging.Filter):
+    """The server's stderr log (which the client keeps in its own log files) redacted like a note."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        red = redact_count(text, load=False)[0]
+        if red != text:
+            record.msg, record.args = red, None
+        return True
 
 
 def _error(message: str, code: str = "error") -> CallToolResult:
@@ -761,6 +772,7 @@ def _setup_logging() -> None:
     level = os.environ.get("TC_LOG_LEVEL", "INFO").upper()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("tc-git-mcp %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_Redacting())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)

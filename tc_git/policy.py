@@ -121,8 +121,9 @@ class Policy:
     def classify_path(self, root: str, rel: str, st) -> Left | None:
         """Name, type and size rules from an lstat result; reads no content (except to hash a
         file above the size cap). None means: read the file and ask `classify_content`."""
-        if stat_mod.S_ISLNK(st.st_mode):
-            return None  # links are stored as links, never followed
+        if stat_mod.S_ISLNK(st.st_mode):  # stored as links, never followed (the target is scanned as
+            why = secrets_mod.path_secret(rel)  # content), unless the link's own name holds a credential
+            return Left(rel, "sensitive", why, st.st_size, st.st_mtime) if why else None
         if not stat_mod.S_ISREG(st.st_mode):
             return Left(rel, "special", "not a regular file", st.st_size, st.st_mtime)
         why = sensitive_path(rel)

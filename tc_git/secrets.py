@@ -21,6 +21,7 @@ Allowing a finding: an inline `tc:allow-secret` on its line, or a fingerprint li
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
 import os
 import re
@@ -59,8 +60,34 @@ _NAMES_RX = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in SENSITIVE
 _NOT_RX = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in _NOT_SENSITIVE))
 
 
+@functools.lru_cache(maxsize=8192)
+def name_secret(name: str) -> str | None:
+    """The rule of a credential held in one path component (a file named after its token,
+    `token-ghp_....json`, or a per-token cache directory), or None. The provider formats only
+    (distinctive prefixes, checked at C speed first): a name is no place for the generic rules,
+    and a snapshot asks this of every new name without loading the engine."""
+    for rule, _s, _e in _builtin(name.encode("utf-8", "surrogateescape")):
+        return rule
+    return None
+
+
+def path_secret(rel: str) -> str | None:
+    """Why a path is left out because a component of it holds a credential (it would become part
+    of tree objects, the user's mirrored refs and bundles as surely as a file's content), or None."""
+    names = rel.split("/")
+    for i, part in enumerate(names):
+        rule = name_secret(part)
+        if rule:
+            return f"its {'name' if i == len(names) - 1 else 'directory name'} holds a credential ({rule}); rename it"
+    return None
+
+
 def sensitive_path(rel: str) -> str | None:
-    """Return why a workspace-relative path is sensitive by its name, or None."""
+    """Return why a workspace-relative path is sensitive by its name, or None (`path_secret`
+    included)."""
+    why = path_secret(rel)
+    if why:
+        return why
     parts = rel.casefold().split("/")
     for d in parts[:-1]:
         if d in SENSITIVE_DIRS:
@@ -426,7 +453,28 @@ def _allowed_inline(data: bytes, start: int, end: int) -> bool:
     return ALLOW_MARKER in data[ls:le if le >= 0 else len(data)]
 
 
-def find(data: bytes, path: str | None = None, allow=None, wide: bool = False) -> list[Finding]:
+# An AWS access key id is half a credential: its secret key (40 base64 characters) is the other
+# half, and in free text (a save title, a prompt: `key AKIA... <secret>`) nothing names it. When a
+# key id is found, a secret-shaped token within PAIR_WINDOW bytes of it is a finding too.
+_AWS_KEY_ID = re.compile(rb"(?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}")
+_AWS_SECRET = re.compile(rb"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+PAIR_WINDOW = 200
+
+
+def _pairs(data: bytes, spans):
+    for _rule, s, e in list(spans):
+        if not _AWS_KEY_ID.search(data, s, e):
+            continue
+        lo = max(0, s - PAIR_WINDOW)
+        for m in _AWS_SECRET.finditer(data, lo, min(len(data), e + PAIR_WINDOW)):
+            v = m.group()
+            # secret-shaped: upper, lower and digits (a git object id or a word run is not)
+            if any(c.isupper() for c in v.decode()) and any(c.islower() for c in v.decode()) \
+                    and any(c.isdigit() for c in v.decode()):
+                yield "aws-secret-access-key", m.start(), m.end()
+
+
+def find(data: bytes, path: str | None = None, allow=None, wide: bool = False, load: bool = True) -> list[Finding]:
     """Every credential in `data` (all of it: binary or text, any size), engine rules first.
     `allow` is an `Allowlist` (fingerprints from `.tcsecretsignore`) or None. `wide` adds the
     built-in provider rules to the engine's (redaction: a replaced word costs little, while a
@@ -437,7 +485,8 @@ def find(data: bytes, path: str | None = None, allow=None, wide: bool = False) -
     seen = set()
     # the start-up guard once per text (it ran twice: 1 s of a 50k-file first save)
     worth = _worth_loading(data)
-    eng = _load_engine() if worth else True  # True: not needed for this text
+    # (load=False: the engine only if this process has it already; else the built-in rules)
+    eng = (_load_engine() if load or _engine is not None else None) if worth else True  # True: not needed
     for gen in (_engine_spans(data, eng if worth else None) if eng else (), _builtin(data) if wide or not eng else (),
                 _pem(data), _generic(data)):
         for rule, s, e in gen:
@@ -445,6 +494,11 @@ def find(data: bytes, path: str | None = None, allow=None, wide: bool = False) -
                 continue
             seen.add((s, e))
             spans.append((rule, s, e))
+    if b"A" in data and spans:  # (every AWS key id holds one)
+        for rule, s, e in list(_pairs(data, spans)):
+            if (s, e) not in seen:
+                seen.add((s, e))
+                spans.append((rule, s, e))
     out = []
     for rule, s, e in sorted(spans, key=lambda x: (x[1], -x[2])):
         if _allowed_inline(data, s, e):
@@ -508,12 +562,22 @@ def redact_text(text: str) -> str:
     return redact_count(text)[0]
 
 
-def redact_count(text: str) -> tuple[str, list[str]]:
-    """`redact_text` plus the rules that fired (for reporting)."""
+def store_log(store, name: str, line: str) -> None:
+    """Append one line to a store's log (`<store>/tc/<name>`: server.log, hooks.log, run.log),
+    redacted like a note: a message may echo what the agent passed (a task id, a path, a
+    command), and that may be a credential."""
+    from .fsutil import store_log as append
+
+    append(store, name, redact_count(line, load=False)[0])  # (a hook must not wait for the engine)
+
+
+def redact_count(text: str, load: bool = True) -> tuple[str, list[str]]:
+    """`redact_text` plus the rules that fired (for reporting). `load=False`: the engine only if
+    it is loaded already, else the built-in rules (provider formats, PEM, assignments)."""
     if not text or not isinstance(text, str):
         return text, []
     data = text.encode("utf-8", "surrogatepass")
-    fs = find(data, wide=True)
+    fs = find(data, wide=True, load=load)
     if not fs:
         return text, []
     out, pos, rules = [], 0, []

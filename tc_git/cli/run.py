@@ -104,7 +104,7 @@ def _ensure_task(engine, argv) -> tuple[str, bool]:
 
 
 def _start_watcher(engine):
-    from ..fsutil import store_log
+    from ..secrets import store_log
     from ..watch import DriftWatcher, watch_enabled
 
     if not watch_enabled():  # TC_WATCH=off: only the drift at exit
