@@ -44,15 +44,15 @@ def test_forced_pass_packs_every_loose_object_and_history_reads_the_same(e, ws):
 
 def test_saves_pack_them_by_themselves_past_the_threshold(e, ws, monkeypatch):
     monkeypatch.setattr(compress, "LOOSE_AUTO", 0)  # (the estimate is never below 0: every save packs)
-    for i in range(40):
+    for i in range(15):
         write(ws, f"f{i % 5}.txt", f"{i}\n")
         e.save(f"s{i}")
         assert _loose(e.store.path) == 0, i
-        if i % 10 == 9:
+        if i % 5 == 4:
             write(ws, "drift.txt", str(i))
             assert e.capture()["captured"]
             assert _loose(e.store.path) == 0, i
     git(e.store.path, "fsck", "--full", "--strict")
-    assert [x["index"] for x in e.show(limit=200)["steps"]] == list(range(1, 41))
+    assert [x["index"] for x in e.show(limit=200)["steps"]] == list(range(1, 16))
     git(e.store.path, "bundle", "create", "-q", str(ws.parent / "h.bundle"), "--all")
     git(e.store.path, "bundle", "verify", "-q", str(ws.parent / "h.bundle"))
