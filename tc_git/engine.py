@@ -24,7 +24,7 @@ from . import resume as resume_mod
 from . import snapshot as snapshot_mod
 from . import validate
 from .capture import MAX_LIST, Workspace
-from .errors import BadInput, Conflict, NotFound, TaskClosed, TcError
+from .errors import BadInput, Conflict, Hint, NotFound, TaskClosed, TcError
 from .policy import Policy, validate_excludes
 from .refs import POINTER_FILE, TASKS_PREFIX, task_of_ref
 from .results import (
@@ -57,6 +57,12 @@ from .store import Store, atomic_write, check_root, locate
 from .timeline import TASK_ID_RE, Entry, Timeline, entry_dict, head_ref, iso, left_out
 from .timeline import status as task_status
 
+# hints of the errors below (errors.Hint: each front end says them in its own words)
+START_TASK = Hint("init", {"name": None}, "start a task with")
+START_NEW = Hint("init", {"name": None}, "start a new task with")
+LIST_TASKS = Hint("tasks", {}, "list tasks with")
+REOPEN_TASK = Hint("switch", {"task_id": None}, "or reopen one with")
+
 
 class Engine:
     def __init__(self, root, store: str | None = None, progress=None, agent: str | None = None,
@@ -74,11 +80,11 @@ class Engine:
     def repo(self) -> pygit2.Repository:
         return self.store.repo
 
-    def _require_store(self, what: str = "start a task with tc_init (tc-git init)") -> None:
+    def _require_store(self, what: str | None = None) -> None:
         if not self.store.exists:
             raise self._no_store(what)
 
-    def _no_store(self, what: str) -> NotFound:
+    def _no_store(self, what: str | None = None) -> NotFound:
         """No store here: and if the repository around the workspace still holds mirrored tasks
         (the store was deleted, e.g. by `git clean -ffdx`), the error says how to get them back."""
         n = len(self._mirrored_tasks())
@@ -86,6 +92,8 @@ class Engine:
             return NotFound(f"no tc-git store for {self.root} (deleted? `git clean -ffdx` removes it), but its git "
                             f"repository still holds {n} mirrored task{'s' if n != 1 else ''} in refs/checkpoints/: "
                             "`tc-git recover` brings back every mirrored step and makes the newest task active")
+        if what is None:
+            return NotFound(f"no tc-git store for {self.root}", START_TASK)
         return NotFound(f"no tc-git store for {self.root}: {what}")
 
     def _mirrored_tasks(self) -> list[str]:
@@ -102,22 +110,47 @@ class Engine:
 
     def _task_id(self, task_id: str | None = None) -> str:
         if task_id is not None:
-            if not isinstance(task_id, str) or not TASK_ID_RE.fullmatch(task_id):
-                raise BadInput(f"invalid task id {task_id!r}: letters, digits, '.', '_' or '-' only")
-            return task_id
+            return self.resolve_task(task_id)
         if not self.store.exists:
-            raise self._no_store("start a task with tc_init (tc-git init)")
+            raise self._no_store()
         active = self.store.active_task()
         if not active:
-            raise NotFound("no active task in this workspace: call tc_init to start one "
-                           "(or tc_switch to reopen an existing task)")
+            raise NotFound("no active task in this workspace", (START_TASK, REOPEN_TASK))
         return active
+
+    def resolve_task(self, text: str) -> str:
+        """The task `text` names: its full id, a unique prefix of it, or its name (unique in the
+        store; without regard to case when that is unambiguous). One rule for every front end."""
+        if not isinstance(text, str):
+            raise BadInput(f"the task must be a string (its id, a unique prefix or its name), got {type(text).__name__}")
+        if re.search(r"[\x00-\x1f\x7f]", text):
+            raise BadInput(f"invalid task id {text!r}: a control character; give its id, a unique prefix or its name")
+        text = text.strip()
+        if not text:
+            raise BadInput("the task is empty: give its id, a unique prefix of it, or its name")
+        if TASK_ID_RE.fullmatch(text) and self.store.exists and Timeline(self.repo, text).exists():
+            return text  # (the common case: no walk over every task)
+        tasks = self.tasks()  # [] without a store
+        ids = [t["task_id"] for t in tasks]
+        prefixed = [i for i in ids if i.startswith(text)]
+        if len(prefixed) == 1:
+            return prefixed[0]
+        named = [t["task_id"] for t in tasks if t["name"] == text]
+        if not named:
+            named = [t["task_id"] for t in tasks if t["name"].casefold() == text.casefold()]
+        if len(named) == 1:
+            return named[0]
+        candidates = prefixed or named
+        if candidates:
+            listed = ", ".join(f"{t['task_id']} ({t['name']})" for t in tasks if t["task_id"] in candidates[:5])
+            raise BadInput(f"{text!r} matches {len(candidates)} tasks: {listed}; give more of the id")
+        raise NotFound(f"no task {text!r} in this store", LIST_TASKS)
 
     def _timeline(self, task_id: str | None = None) -> Timeline:
         self._require_store()
         tl = Timeline(self.repo, self._task_id(task_id))
         if not tl.exists():
-            raise NotFound(f"unknown task {tl.task_id}: list tasks with tc_show or `tc-git log --all`")
+            raise NotFound(f"unknown task {tl.task_id}", LIST_TASKS)
         return tl
 
     def _status(self, tl: Timeline, head: Entry) -> str:
@@ -176,12 +209,13 @@ class Engine:
         }
 
     def switch(self, task_id: str) -> SwitchResult:
+        """Make a task active: its id, a unique prefix of it, or its name."""
         with self.store.lock() if self.store.exists else contextlib.nullcontext():
             tl = self._timeline(task_id)
             if tl.head().kind == "close":
-                raise TaskClosed(f"task {task_id} is closed and cannot be reopened; start a new one with tc_init")
-            self.store.set_active_task(task_id)
-        return {"task_id": task_id, "status": "open"}
+                raise TaskClosed(f"task {tl.task_id} is closed and cannot be reopened", START_NEW)
+            self.store.set_active_task(tl.task_id)
+        return {"task_id": tl.task_id, "status": "open"}
 
     def tasks(self) -> list[TaskInfo]:
         if not self.store.exists:
@@ -193,6 +227,7 @@ class Engine:
             h = tl.head()
             out.append({"task_id": tid, "name": h.record.get("task", {}).get("name", ""),
                         "status": self._status(tl, h), "head": h.step, "active": tid == active,
+                        "steps": int((h.record.get("counters") or {}).get("steps", h.step)),
                         "updated": iso(h.time)})
         return out
 
@@ -217,10 +252,10 @@ class Engine:
             tl = self._timeline(tid)
             head = tl.head()
             if head.kind == "close":
-                raise TaskClosed(f"task {tid} is closed: start a new task with tc_init")
+                raise TaskClosed(f"task {tid} is closed", START_NEW)
             changed_active = False
-            if task_id is not None and task_id != active:
-                self.store.set_active_task(task_id)
+            if task_id is not None and tid != active:
+                self.store.set_active_task(tid)
                 changed_active = True
             ws = self._ws()
             snap = ws.snapshot(head.record.get("task", {}))
@@ -300,7 +335,7 @@ class Engine:
             tl = self._timeline()
             head = tl.head()
             if head.kind == "close":
-                raise TaskClosed(f"task {tl.task_id} is closed: nothing to capture; start a new task with tc_init")
+                raise TaskClosed(f"task {tl.task_id} is closed: nothing to capture", START_NEW)
             ws = self._ws()
             snap = ws.snapshot(head.record.get("task", {}), paths=paths)
             if snap.partial:  # what the refresh did not look at is as the last record found it
@@ -496,7 +531,8 @@ class Engine:
         """Preview (or apply) bringing the workspace back to a step or drift; `paths` limits the
         change to those files or directories (the restore point still records everything).
         `undo=True` (nothing else named) reverses the last applied restore instead: see `undo`.
-        `at` names the point by any id of the timeline (2, s0002, d0001, r0001, a commit prefix)."""
+        `at` names the point by any id of the timeline (2, s0002, d0001, r0001, a commit prefix) or
+        a milestone (the code it links)."""
         apply = validate.boolean(apply, "apply")
         if undo:
             if index is not None or drift_id is not None or at is not None or paths:
@@ -507,7 +543,10 @@ class Engine:
         except ValueError as e:
             raise BadInput(str(e)) from None
         if sum(x is not None for x in (index, drift_id, at)) != 1:
-            raise BadInput("pass exactly one of index (a step number) or drift_id (dNNNN)")
+            raise BadInput("pass exactly one of at (2, s0002, d0001, r0001, a commit prefix or a milestone), "
+                           "index (a step number) or drift_id (dNNNN)")
+        if at is not None and (isinstance(at, bool) or not isinstance(at, (str, int)) or not str(at).strip()):
+            raise BadInput("at must name a point: 2, s0002, d0001, r0001, a commit prefix or a milestone")
         if index is not None and (isinstance(index, bool) or not isinstance(index, int) or index < 1):
             raise BadInput("index must be a step number >= 1")
         if drift_id is not None and not re.fullmatch(r"d\d+", str(drift_id)):
@@ -516,7 +555,7 @@ class Engine:
         with self.store.lock():
             tl = self._timeline()
             head = tl.head()
-            target = tl.find(at if at is not None else str(index) if index is not None else str(drift_id))
+            target = self._point(tl, str(at) if at is not None else str(index) if index is not None else str(drift_id))
             if _undo_of and str(next((e.oid for e in tl.walk() if e.kind == "restore"), "")) != _undo_of:
                 raise Conflict("another restore was applied while this undo was being prepared; run undo again")
             if apply and head.kind == "close":
@@ -543,6 +582,35 @@ class Engine:
             out["check"] = check
         return out
 
+    def _point(self, tl: Timeline, ident: str) -> Entry:
+        """A point of the task: any id `Timeline.find` reads, else a milestone (its linked code,
+        which must be a commit of this task)."""
+        try:
+            return tl.find(ident)
+        except NotFound as e:
+            from .refs import MILESTONES_PREFIX
+
+            ref = MILESTONES_PREFIX + ident.strip()
+            try:
+                known = ref in self.repo.references
+            except (ValueError, pygit2.GitError):  # not a valid ref name: not a milestone either
+                known = False
+            if not known:
+                if "is not an id" in e.message:
+                    raise NotFound(f"{ident!r} is not a point: a step (2 or s0002), a drift (d0001), a restore "
+                                   "(r0001), a commit id prefix or a milestone", e.hints) from None
+                raise
+        from . import trajectory as T
+
+        code = T.linked_code(self.repo, self.repo.references[ref].target)
+        if not code:
+            raise NotFound(f"milestone {ident!r} is linked to no code commit: nothing to restore")
+        try:
+            return tl.find(code)
+        except NotFound:
+            raise NotFound(f"milestone {ident!r} links code of another task, not of {tl.task_id}",
+                           Hint("switch", {"task_id": None}, "switch to that task first with")) from None
+
     def undo(self, apply: bool = False, limit: int = MAX_LIST) -> RestoreResult:
         """Reverse the most recent applied restore (or import) of the active task: a restore to
         its restore point, over the same paths. An undo is itself a restore, so a second undo
@@ -558,7 +626,8 @@ class Engine:
             rec = tl.record(e.oid)
             if not re.fullmatch(r"d\d+", str(rec.get("undo", ""))):
                 raise NotFound(f"the last restore of task {tl.task_id} ({str(e.oid)[:10]}) names no restore "
-                               "point; pick a drift from `tc-git log` and restore it (`tc-git restore d0003`)")
+                               "point; restore a drift instead", (Hint("show", {"include_drift": True}, "pick one from"),
+                                                                  Hint("restore", {"at": "d0003"}, "then")))
             out = self.restore(drift_id=rec["undo"], apply=apply, limit=limit, paths=rec.get("paths"),
                                _undo_of=str(e.oid))
             if e.restore:
@@ -593,7 +662,7 @@ class Engine:
         self._require_store()
         tl = self._timeline(task_id)
         captured = None
-        if task_id is None or task_id == self.store.active_task():
+        if task_id is None or tl.task_id == self.store.active_task():
             with contextlib.suppress(TaskClosed):
                 captured = self.capture().get("drift_id")
         out = bundles.export(self.store, tl.task_id, self.resume(tl.task_id), to, since=since)

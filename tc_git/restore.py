@@ -578,8 +578,7 @@ class RestoreJournal:
         if not j or j.get("task") != task_id:
             return None
         return (f"a restore to {j['target']} was interrupted; the workspace may be partly "
-                f"restored. Undo it with tc_restore undo=true apply=true (tc-git undo: back to {j['undo']}), "
-                f"or run the restore again")
+                f"restored. Undo it (undo: back to {j['undo']}, its restore point), or run the restore again")
 
 
 FENCE = "restore-fence"

@@ -150,7 +150,7 @@ def check_location(path: Path, workspace: Path, source: str = "default") -> Path
                     if (real / "tasks").is_dir() and ((real / "payload").is_dir() or (real / "current.json").exists()):
                         why, fix = "it is a task-checkpoint-mcp store", (
                             "export its tasks with task-checkpoint-mcp (tc_export), move it aside "
-                            f"(mv {real} {real}-seed) and bring them in with `tc-git import <handoff dir>`")
+                            f"(mv {real} {real}-seed) and import each handoff directory")
                     raise _refuse(real, why, source, fix)
     if real == workspace.resolve():
         raise BadInput("store must not be the workspace itself; pass a separate directory")

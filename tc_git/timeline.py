@@ -20,11 +20,13 @@ from typing import cast
 import pygit2
 
 from . import savepack
-from .errors import Conflict, NotFound
+from .errors import Conflict, Hint, NotFound
 from .refs import NOTES_REF, TASK_HEAD_RE, TASKS_PREFIX, task_ref
 from .results import EntryView, LeftOut
 from .secrets import redact_obj
 from .store import IDENTITY, read_note, signature  # noqa: F401  (read_note re-exported: view, tests)
+
+SEE_IDS = Hint("show", {"include_drift": True}, "see the ids with")
 
 KINDS = ("init", "step", "drift", "restore", "import", "close")
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -195,7 +197,7 @@ class Timeline:
         try:
             return cast(pygit2.Oid, self.repo.references[self.ref].target)  # a direct ref
         except KeyError:
-            raise NotFound(f"unknown task {self.task_id}: list tasks with `tc-git log --all` or tc_show") from None
+            raise NotFound(f"unknown task {self.task_id}", Hint("tasks", {}, "list tasks with")) from None
 
     def head(self) -> Entry:
         e = cast(Entry, entry_of(self.repo[self.head_oid()].peel(pygit2.Commit)))  # ours: it has Tc-Kind
@@ -286,8 +288,7 @@ class Timeline:
             # An abbreviated commit id can be all digits (git abbreviates to 7+); no task has a
             # million steps, so a long number that names no step is read as a commit prefix.
             return self._find_commit(ident)
-        raise NotFound(f"task {self.task_id} has no {what} {ident}: "
-                       "see tc_show for the steps (include_drift for drifts)")
+        raise NotFound(f"task {self.task_id} has no {what} {ident}", SEE_IDS)
 
     def _find_commit(self, prefix: str) -> Entry:
         hits = [e for e in self.walk() if str(e.oid).startswith(prefix.lower())]
@@ -305,7 +306,7 @@ class Timeline:
         if hits:
             hits[0].record = self.record(hits[0].oid)
             return hits[0]
-        raise NotFound(f"no commit {prefix} in task {self.task_id}: see the ids with `log`")
+        raise NotFound(f"no commit {prefix} in task {self.task_id}", SEE_IDS)
 
     def _find_restore(self, n: int, ident: str) -> Entry:
         """Restore ids count the task's restores, oldest first; older restores carry no
@@ -318,7 +319,7 @@ class Timeline:
         else:
             e = restores[n - 1] if 1 <= n <= len(restores) and not restores[n - 1].restore else None
         if e is None:
-            raise NotFound(f"task {self.task_id} has no restore {ident}: see the ids with `log`")
+            raise NotFound(f"task {self.task_id} has no restore {ident}", SEE_IDS)
         e.record = self.record(e.oid)
         return e
 

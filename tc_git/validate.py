@@ -170,7 +170,7 @@ def root(value) -> Path:
 
 # ------------------------------------------------------------------------------------- OS errors
 _OS_ADVICE = {
-    errno.ENOSPC: ("no_space", "the disk is full ({where}): free space (or run `tc-git compress`), then retry; "
+    errno.ENOSPC: ("no_space", "the disk is full ({where}): free space (or compress old drifts), then retry; "
                                "nothing was recorded"),
     getattr(errno, "EDQUOT", -1): ("no_space", "the disk quota is exhausted ({where}): free space, then retry"),
     errno.EROFS: ("read_only", "the file system is read-only ({where}): remount it read-write, or keep the "
@@ -180,7 +180,7 @@ _OS_ADVICE = {
     errno.EPERM: ("permission", "operation not permitted ({where}): fix the permissions or attributes "
                                 "(immutable file?), then retry"),
     errno.ENAMETOOLONG: ("too_deep", "a path is too long or nested too deeply ({where}): shorten it, or "
-                                     "exclude that directory (tc-git init --exclude)"),
+                                     "exclude that directory (init's exclude)"),
     errno.ELOOP: ("too_deep", "too many levels of symbolic links ({where}): fix or exclude that link"),
     errno.EMFILE: ("unavailable", "too many open files ({where}): close other programs or raise the limit"),
 }

@@ -60,7 +60,7 @@ def test_discovery_stops_at_ceiling_and_ignores_a_planted_symlink(project, tmp_p
     sub = project / "src"
     env = clean_env(TC_CEILING_DIRECTORIES=str(project))
     r = tc("resume", cwd=sub, env=env, check=False)
-    assert r.returncode == 2 and "no tc-git store" in r.stderr and "`tc-git init`" in r.stderr
+    assert r.returncode == 2 and "no tc-git store" in r.stderr and "`tc-git init <name>`" in r.stderr
     # a `.checkpoints` symlink (as a cloned repository could plant) is not a workspace marker
     other = tmp_path / "other" / "deep"
     other.mkdir(parents=True)
@@ -175,7 +175,7 @@ def test_resume_is_truthful_after_capture(project):
 
 def test_messages_speak_cli(project):
     r = tc("resume", cwd=project, check=False)
-    assert r.returncode == 2 and "tc_init" not in r.stderr and "`tc-git init`" in r.stderr
+    assert r.returncode == 2 and "tc_init" not in r.stderr and "`tc-git init <name>`" in r.stderr
     tc("init", "t", cwd=project)
     r = tc("restore", "7", cwd=project, check=False)
     assert r.returncode == 2 and "tc_show" not in r.stderr and "`tc-git log`" in r.stderr

@@ -20,7 +20,7 @@ DOC = ROOT / "docs" / "architecture.md"
 
 # Top to bottom. Names are relative to tc_git; "trajectory.*" is every module of that package.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("front ends", ["__main__", "cli", "cli.*", "ids", "userfiles", "watch", "mcp_fast", "mcp_server", "mcp_models", "mcp_wire",
+    ("front ends", ["__main__", "cli", "cli.*", "userfiles", "watch", "mcp_fast", "mcp_server", "mcp_models", "mcp_wire",
                     "hooks"]),
     ("engine", ["engine"]),
     ("domain", ["timeline", "capture", "snapshot", "restore", "compress", "resume", "handoff", "handoff.*", "handoff_cache", "provenance",

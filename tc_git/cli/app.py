@@ -10,13 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
+import shlex
 import sys
 import time
 from typing import Any
 
 from .. import __version__, jsonsafe
-from ..errors import BadInput, TcError, UntrustedStore
+from ..errors import BadInput, Hint, TcError, UntrustedStore
 from . import blame, core, handoff, hooks, run, setup, skill, trajectory, view
 from .common import ID_HELP, prog, set_prog
 
@@ -52,24 +52,34 @@ class Progress:
             sys.stderr.flush()
 
 
-# Engine messages name the MCP tools (agents read them); on the command line, the commands.
-_CLI_TERMS = [
-    (re.compile(r"see tc_show for the steps \(include_drift for drifts\)"), "see the ids with `{p} log`"),
-    (re.compile(r"list tasks with tc_show or `tc(?:-git)? log --all`|list tasks with `tc(?:-git)? log --all` or tc_show"),
-     "list tasks with `{p} log --all`"),
-    (re.compile(r"tc_restore drift_id=(d\d+) apply=true"), r"`{p} restore \1 --apply`"),
-    (re.compile(r"\btc_(\w+) \(tc(?:-git)? \1\)"), r"`{p} \1`"),
-    (re.compile(r"\btc_(init|save|resume|show|restore|capture|switch|export|import|compress|push|pull|record|"
-                r"sessions|milestone|events|checkout|markdown|branch|replay)\b"), r"`{p} \1`"),
-    (re.compile(r"`tc (?=[a-z])"), "`{p} "),
-    (re.compile(r"`(?=(log|show)[ `])"), "`{p} "),
-]
+# An error's hints (errors.Hint: an action and the MCP argument names) as the commands a person runs:
+# the command, its positional arguments (None: a placeholder), and flags for true booleans.
+_COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "init": ("init", ("name",)), "tasks": ("log --all", ()), "switch": ("switch", ("task_id",)),
+    "show": ("log", ()), "restore": ("restore", ("at",)), "sessions": ("sessions", ()), "resume": ("resume", ()),
+    "compress": ("compress", ()), "export": ("export", ("to",)), "import": ("import", ("package",)),
+}
+_PLACEHOLDER = {"task_id": "<task>", "at": "<id>", "to": "<dir>"}
 
 
-def cli_terms(message: str) -> str:
-    for rx, repl in _CLI_TERMS:
-        message = rx.sub(repl.replace("{p}", prog()), message)
-    return message
+def hint_command(h: Hint) -> str:
+    """`tc-git restore d0003 --apply` for Hint("restore", {"at": "d0003", "apply": True})."""
+    if h.action == "undo":
+        return f"`{prog()} undo{'' if h.args.get('apply') else ' --preview'}`"
+    cmd, positional = _COMMANDS[h.action]
+    words = [prog(), cmd]
+    for k in positional:
+        v = h.args.get(k)
+        words.append(_PLACEHOLDER.get(k, f"<{k}>") if v is None else shlex.quote(str(v)))
+    words += [f"--{k.replace('_', '-')}" for k, v in h.args.items()
+              if k not in positional and v is True and not (h.action == "show" and k == "include_drift")]
+    return "`" + " ".join(words) + "`"
+
+
+def cli_message(e: TcError) -> str:
+    """The error as a person reads it: the message, then its hints as commands."""
+    said = "; ".join(f"{h.lead} {hint_command(h)}".strip() for h in e.hints)
+    return f"{e.message}: {said}" if said else e.message
 
 
 # ---------------------------------------------------------------------------------- parser
@@ -212,9 +222,10 @@ def main(argv: list[str]) -> int:
         result = args.func(args)
     except TcError as e:
         progress.close()
-        message = cli_terms(e.message)
+        message = cli_message(e)
         if args.json:
-            print(jsonsafe.dumps({"error": message, "code": e.code, "isError": True}))
+            hints = [h.as_dict() for h in e.hints]
+            print(jsonsafe.dumps({"error": message, "code": e.code, "isError": True, **({"hints": hints} if hints else {})}))
         else:
             print(f"{prog()}: {message}", file=sys.stderr)
         return 2
@@ -231,7 +242,7 @@ def main(argv: list[str]) -> int:
             human = getattr(args, "human", None)
             text = human(result) if human else json.dumps(result, indent=2, ensure_ascii=False)
             if text:
-                print(cli_terms(text) if args.cmd == "resume" else text)
+                print(text)
         sys.stdout.flush()
     except BrokenPipeError:  # `tc-git ... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

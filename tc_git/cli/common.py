@@ -33,9 +33,7 @@ def task_arg(args, attr: str = "task_id"):
     value = getattr(args, attr, None)
     if value is None:
         return None
-    from ..ids import resolve_task
-
-    return resolve_task(engine_for(args), value)
+    return engine_for(args).resolve_task(value)
 
 
 def workspace_paths(args, paths):

@@ -115,9 +115,7 @@ def run(args) -> Mapping[str, Any]:
         store = os.path.abspath(args.store) if args.store else None  # a person's path: from the cwd
         return e.init(args.name, args.goal, args.constraints, store, args.exclude)
     if c == "switch":
-        from ..ids import resolve_task
-
-        return e.switch(resolve_task(e, args.task_id))
+        return e.switch(args.task_id)
     task = task_arg(args)
     if c == "save":
         return e.save(args.title, task_id=task, description=args.description,

@@ -4,13 +4,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..ids import resolve_task
 from .common import engine_for
 
 
 def _run(args) -> dict:
     e = engine_for(args)
-    tasks = [resolve_task(e, t) for t in args.view_tasks]
+    tasks = [e.resolve_task(t) for t in args.view_tasks]
     r = e.view(task_ids=tasks, session_ids=args.view_sessions, out=args.output)
     # The default is in a store (this one or the user-level one), which no snapshot ever reads; a
     # page written into the workspace would be recorded by the next save and travel in every bundle.

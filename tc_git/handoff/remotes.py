@@ -401,7 +401,7 @@ def _new_tasks_hint(repo: pygit2.Repository, tasks: list[str]) -> str | None:
 def _restore_hint(repo: pygit2.Repository, task_id: str) -> str | None:
     head = Timeline(repo, task_id).head()
     if head.kind == "drift" and head.drift:
-        return f"the active task moved: preview the files with `tc-git restore {head.drift}` (add --apply)"
+        return f"the active task moved: restore {head.drift} to bring its files (preview it first)"
     if head.step:
-        return f"the active task moved: preview the files with `tc-git restore {head.step}` (add --apply)"
+        return f"the active task moved: restore step {head.step} to bring its files (preview it first)"
     return None

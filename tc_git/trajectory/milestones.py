@@ -14,7 +14,7 @@ from typing import Any
 
 import pygit2
 
-from ..errors import BadInput, Conflict, NotFound
+from ..errors import BadInput, Conflict, Hint, NotFound
 from ..refs import MILESTONES_PREFIX, NOTES_REF, SESSIONS_PREFIX
 from ..store import read_note, signature
 
@@ -67,7 +67,7 @@ def resolve(repo: pygit2.Repository, point: str) -> pygit2.Commit:
             return repo.revparse_single(point).peel(pygit2.Commit)
         except (KeyError, ValueError, pygit2.GitError):
             pass
-    raise NotFound(f"no milestone, session or event {point!r}; list them with tc_sessions (tc-git sessions)")
+    raise NotFound(f"no milestone, session or event {point!r}", Hint("sessions", {}, "list them with"))
 
 
 def session_tip(repo: pygit2.Repository, session: str) -> pygit2.Commit | None:
@@ -148,7 +148,7 @@ def get_milestone(repo: pygit2.Repository, name: str) -> Milestone:
     ref = repo.references.get(MILESTONES_PREFIX + name) if pygit2.reference_is_valid_name(
         MILESTONES_PREFIX + name) else None
     if ref is None:
-        raise NotFound(f"milestone {name!r} not found; list them with tc_sessions (tc-git sessions)")
+        raise NotFound(f"milestone {name!r} not found", Hint("sessions", {}, "list them with"))
     ev = str(ref.target)
     info: dict[str, Any] = event_note(repo, ev).get("milestones", {}).get(name, {})
     return Milestone(name, ev, info.get("session"), info.get("code_commit"), info.get("message", ""),
