@@ -270,12 +270,27 @@ class BlameResult(_Out):  # blame (hunks, origins, shares, next_start) or, with 
     at: str
 
 
+class TaskRow(_Out):
+    task_id: str
+    name: str
+    status: str
+    steps: int
+    updated: str = Field(description="last activity")
+    active: bool
+
+
+class TasksResult(_Out):
+    tasks: list[TaskRow]
+    total: int
+
+
 RESULT_MODELS: dict[str, type[_Out]] = {
     "tc_push": SyncResult, "tc_pull": SyncResult, "tc_record": RecordResult, "tc_sessions": SessionsResult,
     "tc_milestone": Milestone, "tc_events": EventsResult, "tc_checkout": CheckoutResult,
     "tc_markdown": MarkdownResult, "tc_branch": BranchResult, "tc_trajectory_diff": TrajectoryDiffResult,
     "tc_replay": ReplayResult, "tc_resume_session": ResumeSessionResult, "tc_blame": BlameResult,
     "tc_init": InitResult, "tc_save": SaveResult, "tc_resume": ResumeResult, "tc_show": ShowResult,
-    "tc_restore": RestoreResult, "tc_capture": CaptureResult, "tc_switch": SwitchResult,
+    "tc_restore": RestoreResult, "tc_capture": CaptureResult, "tc_switch": SwitchResult, "tc_undo": RestoreResult,
+    "tc_tasks": TasksResult,
     "tc_export": ExportResult, "tc_import": ImportResult, "tc_compress": CompressResult,
 }

@@ -35,7 +35,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from . import __version__, handles, heap, jsonsafe, mcp_wire
-from .errors import TcError
+from .errors import Hint, TcError
 from .mcp_models import (
     RESULT_MODELS,
     BranchResult,
@@ -58,6 +58,7 @@ from .mcp_models import (
     ShowResult,
     SwitchResult,
     SyncResult,
+    TasksResult,
     TrajectoryDiffResult,
 )
 from .refs import POINTER_FILE, STORE_DIRNAME
@@ -70,11 +71,12 @@ log = logging.getLogger("tc_git.mcp")
 
 INSTRUCTIONS = (
     "Checkpoints for long work. New session: tc_resume first. Long task: tc_init once, then "
-    "tc_save after each completed step with conclusion and next. Before tc_restore apply=true, "
-    "preview it (apply=false); an applied restore is undone with tc_restore "
-    "undo=true apply=true. Unsaved edits are recorded as drifts automatically."
+    "tc_save after each completed step with conclusion and next. Other tasks: tc_tasks, tc_switch. "
+    "Before tc_restore apply=true, preview it (apply=false); tc_undo reverses an applied restore. "
+    "Unsaved edits are recorded as drifts automatically."
 )
 ERROR_META = "tc-git/code"  # error results: the error code under this `_meta` key
+HINT_META = "tc-git/hint"  # and the next calls that help: [{action: tool name, arguments}]
 # calls that peak high and need no other workspace's parsed index: kept handles of other stores
 # are dropped first (handles.drop_idle; ~10 MiB each at 50k files)
 LEAN_TOOLS = frozenset({"tc_export", "tc_import", "tc_compress"})
@@ -102,12 +104,25 @@ class _Redacting(logging.Filter):
         return True
 
 
-def _error(message: str, code: str = "error") -> CallToolResult:
-    """A tool failure: the message as plain text (what the agent reads and acts on), the code at its
-    end and in `_meta`. No structuredContent: strict clients (the TypeScript SDK) validate it against
-    the tool's outputSchema even on errors and would replace the message with -32602."""
-    text = jsonsafe.text_out(f"{message} [{code}]")  # a non-UTF-8 name in it: octal escapes
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True, _meta={ERROR_META: code})
+def _error(message: str, code: str = "error", hints: tuple[Hint, ...] = ()) -> CallToolResult:
+    """A tool failure: the message as plain text (what the agent reads and acts on) with its hints
+    as tool calls, the code at its end and in `_meta` (the hints too, as {action, arguments}). No
+    structuredContent: strict clients (the TypeScript SDK) validate it against the tool's
+    outputSchema even on errors and would replace the message with -32602."""
+    said = "; ".join(f"{h.lead} {hint_call(h)}".strip() for h in hints)
+    text = jsonsafe.text_out(f"{message}{': ' + said if said else ''} [{code}]")  # non-UTF-8 names: escaped
+    meta: dict[str, Any] = {ERROR_META: code}
+    if hints:
+        meta[HINT_META] = [{"action": f"tc_{h.action}", "arguments": {k: v for k, v in h.args.items() if v is not None}}
+                           for h in hints]
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True, _meta=meta)
+
+
+def hint_call(h: Hint) -> str:
+    """A hint as the tool call an agent makes: `tc_restore(at="d0003", apply=true)`; an argument
+    the agent must choose is `…`."""
+    args = ", ".join(f"{k}={'…' if v is None else json.dumps(v, ensure_ascii=False)}" for k, v in h.args.items())
+    return f"tc_{h.action}({args})"
 
 
 def error_code(result: CallToolResult) -> str | None:
@@ -161,6 +176,8 @@ class TcServer(MCPServer):
         if extra:
             return _error(f"{name}: unknown argument(s) {', '.join(extra)}; accepted: {', '.join(props)}",
                           "bad_input")
+        if type(arguments.get("at")) is int:  # a point as a step number: `at: 2` means "2"
+            arguments["at"] = str(arguments["at"])
         for key in PATH_ARGS.intersection(arguments):  # a quoted non-UTF-8 name back to its bytes
             v = arguments[key]
             arguments[key] = jsonsafe.path_in(v) if isinstance(v, str) else \
@@ -272,7 +289,7 @@ class Runner:
             eng = holder.pop("engine", None)
             _store_log(eng.store_path if eng else None, f"{tool} error {e.code}: {e.message}")
             log.info("%s: %s", tool, e.message)
-            return _error(e.message, e.code)
+            return _error(e.message, e.code, e.hints)
         except Exception as e:
             eng = holder.pop("engine", None)
             tb = traceback.format_exc()
@@ -287,15 +304,74 @@ class Runner:
         return _success(tool, result)
 
 
+def _task_list(tasks: list) -> dict:
+    """The active task, then the most recently active ones, at most TASKS_SHOWN; names cut to 80."""
+    tasks = sorted(sorted(tasks, key=lambda t: t["updated"], reverse=True), key=lambda t: not t["active"])
+    shown = [{**t, "name": t["name"] if len(t["name"]) <= 80 else t["name"][:79] + "…"} for t in tasks[:TASKS_SHOWN]]
+    out: dict[str, Any] = {"tasks": shown, "total": len(tasks)}
+    if len(tasks) > len(shown):
+        out["omitted"] = len(tasks) - len(shown)
+        out["more"] = "older tasks left out: tc_switch takes any task's id, prefix or name; `tc-git log --all` lists all"
+    return out
+
+
 def _success(tool: str, result) -> CallToolResult:
     """Structured content = the engine's dict as the declared model reads it (no added nulls);
-    the text block is the same object as compact JSON."""
+    the text block is the same object as compact JSON. Both together fit WIRE_BUDGET (`_fit`)."""
     model = RESULT_MODELS[tool]
     if not isinstance(result, dict):  # export/import of another layer may return other shapes
         result = {"result": result}
-    data = jsonsafe.safe(model.model_validate(result).model_dump(mode="json", exclude_unset=True))
+    data = _fit(tool, jsonsafe.safe(model.model_validate(result).model_dump(mode="json", exclude_unset=True)))
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+WIRE_BUDGET = 8 * 1024  # bytes of one result on the wire, text and structuredContent together
+LIST_CAPS = (20, 5, 1)  # longest list kept, tried in turn until the result fits
+TEXT_CAP = 400  # then strings longer than this are cut (conclusions, handoff)
+MORE = {  # how to see what `truncated` left out
+    "tc_restore": "narrow with paths=[dir], or `tc-git restore <id>` lists every path",
+    "tc_undo": "`tc-git undo --preview` lists every path",
+    "tc_import": "`tc-git log` and `tc-git restore <id>` list every path",
+    "tc_resume": "`tc-git diff --stat` lists every unsaved path",
+    "tc_show": "page with limit/cursor, or one step with index",
+}
+
+
+def _wire_size(data: dict) -> int:
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    # the text block is a JSON string (quotes and backslashes escaped) beside the object itself
+    return len(json.dumps(text, ensure_ascii=False).encode()) + len(text.encode()) + 96
+
+
+def _fit(tool: str, data: dict) -> dict:
+    """A result within WIRE_BUDGET for any workspace: lists cut to their first few (their full
+    lengths in `truncated`, keyed by where they are, and `more`: how to see the rest), then long
+    strings cut. Almost every result fits as it is and is returned untouched."""
+    if _wire_size(data) <= WIRE_BUDGET:
+        return data
+    cut: dict[str, int] = {}
+    for cap in LIST_CAPS:
+        data = _cap(data, cap, cut, "", None)
+        if cut:
+            data["truncated"], data["more"] = cut, MORE.get(tool, "the CLI (`tc-git`) prints every item")
+        if _wire_size(data) <= WIRE_BUDGET:
+            return data
+    return _cap(data, None, cut, "", TEXT_CAP)
+
+
+def _cap(node, cap: int | None, cut: dict, where: str, text: int | None):
+    if isinstance(node, dict):
+        return {k: node[k] if k in ("truncated", "more") else _cap(v, cap, cut, f"{where}.{k}".lstrip("."), text)
+                for k, v in (node.items())}
+    if isinstance(node, list):
+        if cap is not None and len(node) > cap:
+            cut[where] = max(cut.get(where, 0), len(node))
+            node = node[:cap]
+        return [_cap(x, cap, cut, where, text) for x in node]
+    if text is not None and isinstance(node, str) and len(node) > text:
+        return node[:text] + "…"
+    return node
 
 
 def _warm(run: Runner) -> None:
@@ -376,6 +452,7 @@ OUTPUT_HIDDEN: dict[str, frozenset] = {k: frozenset(v.split()) for k, v in {
     "tc_resume": "name store active_task skipped health milestone commit",
     "tc_show": "task_id status timestamp commit files_changed drifts_omitted",
     "tc_restore": "target_commit commit skipped_paths counts",
+    "tc_undo": "target_commit commit skipped_paths counts",
     "tc_capture": "reads commit partial waiting skipped_paths",
     "tc_compress": "eligible already_gone bytes_before bytes_after keep_seconds minimum maximum",
     "tc_record": "branches",
@@ -438,8 +515,10 @@ FREE_FORM_RESULTS = frozenset({"tc_sessions", "tc_events", "tc_checkout", "tc_ma
                                "tc_replay", "tc_resume_session", "tc_undo", "tc_push", "tc_pull", "tc_milestone",
                                "tc_branch"})
 # Short shared parameter descriptions: they are paid once per tool in every session's context.
-Root = Annotated[str | None, Field(description="workspace (default: cwd)")]
-TaskId = Annotated[str | None, Field(description="default: active task")]
+Root = Annotated[str | None, Field(description="workspace (default cwd)")]
+TaskId = Annotated[str | None, Field(description="id, prefix or name (default active)")]
+AT_HELP = "2, s0002, d0001, r0001, a commit prefix or a milestone"
+TASKS_SHOWN = 15  # tc_tasks lists at most this many (the active one always): a result stays small
 Point = Annotated[str, Field(description="milestone, session[/branch] or event id")]
 Remote = Annotated[str | None, Field(description="remote name, URL or path (default: origin)")]
 # advertised by the seed as "reserved; must be empty": still accepted (empty) from seed clients, not listed
@@ -494,8 +573,8 @@ def build_server(watch: bool | None = None) -> TcServer:
         store: Annotated[str | None, Field(description="store dir (default <root>/.checkpoints)")] = None,
         exclude: Annotated[list[str] | None, Field(description="gitignore-style patterns to leave out")] = None,
     ) -> InitResult:
-        """Start a task and make it active (the active one is suspended); creates the store. Call once
-        when starting long work, then tc_save after each step."""
+        """Start a task and make it active (the active one is suspended). Once per long task; then
+        tc_save after each step."""
         return await run(ctx, "tc_init", root, lambda e: e.init(name, goal, constraints, store, exclude or []))
 
     @mcp.tool(annotations=_ann("Save a step", idempotent=True))
@@ -509,11 +588,10 @@ def build_server(watch: bool | None = None) -> TcServer:
         verified: Annotated[list[str] | None, Field(description="checks that passed")] = None,
         open_questions: Annotated[list[str] | None, Field(description="still unresolved")] = None,
         next: Annotated[str, Field(description="the next step, for whoever resumes")] = "",
-        close: Annotated[bool, Field(description="record this step, then close the task")] = False,
+        close: Annotated[bool, Field(description="then close the task")] = False,
         paths: Annotated[list[str] | None, Field(description="reserved; must be empty")] = None,
     ) -> SaveResult:
-        """Record a completed step: a snapshot of the workspace with title, conclusion and next. The
-        same state and fields again return the same step (idempotent: true)."""
+        """Record a completed step: a workspace snapshot with title, conclusion and next. Idempotent."""
         return await run(ctx, "tc_save", root, lambda e: e.save(title, task_id=task_id, description=description,
                                                                 conclusion=conclusion, verified=verified or [],
                                                                 open_questions=open_questions or [], next=next,
@@ -526,8 +604,8 @@ def build_server(watch: bool | None = None) -> TcServer:
         task_id: TaskId = None,
         lang: Annotated[str, Field(description="handoff language: en or zh")] = "en",
     ) -> ResumeResult:
-        """Call first in a new session: goal, current step, last conclusion, next step, open
-        questions, unsaved changed paths and a short `handoff` text."""
+        """Call first in a new session: goal, step, last conclusion, next, open questions, unsaved
+        paths, `handoff` text."""
         return await run(ctx, "tc_resume", root, lambda e: e.resume(task_id, lang), log_call=False)
 
     @mcp.tool(annotations=_ann("Show steps", read_only=True, idempotent=True))
@@ -548,27 +626,26 @@ def build_server(watch: bool | None = None) -> TcServer:
     async def tc_restore(
         ctx: Context,
         root: Root = None,
-        index: Annotated[int | None, Field(ge=1, description="step number (or give drift_id)")] = None,
-        drift_id: Annotated[str | None, Field(description="drift id like d0003 (or give index)")] = None,
+        at: Annotated[str | None, Field(description=AT_HELP)] = None,
+        index: Annotated[int | None, Field(ge=1, description="= at (a step number)")] = None,
+        drift_id: Annotated[str | None, Field(description="= at (dNNNN)")] = None,
         apply: Annotated[bool, Field(description="true: write files; false: preview")] = False,
         paths: Annotated[list[str] | None, Field(description="only these files/dirs")] = None,
-        undo: Annotated[bool, Field(description="reverse the last restore")] = False,
     ) -> RestoreResult:
-        """Bring the workspace back to a step or drift. Preview first (apply=false). apply=true saves
-        the current state as drift `recovered`, then writes files; undo=true reverses it. Ignored
-        and sensitive files are never touched."""
-        return await run(ctx, "tc_restore", root, lambda e: e.restore(index, drift_id, apply, paths=paths, undo=undo),
+        """Bring the workspace back to a point. Preview first; apply=true saves the current state as
+        restore point `recovered`, then writes files (tc_undo reverses it)."""
+        return await run(ctx, "tc_restore", root, lambda e: e.restore(index, drift_id, apply, paths=paths, at=at),
                          log_call=apply)
 
     @mcp.tool(annotations=_ann("Capture unsaved changes", idempotent=True))
     async def tc_capture(ctx: Context, root: Root = None) -> CaptureResult:
-        """Record unsaved workspace changes now as a drift (not a step). captured=false: nothing changed."""
+        """Record unsaved changes now as a drift (not a step); captured=false: none."""
         return await run(ctx, "tc_capture", root, lambda e: e.capture())
 
     @mcp.tool(annotations=_ann("Switch task", idempotent=True))
-    async def tc_switch(ctx: Context, task_id: Annotated[str, Field(description="task to activate")],
+    async def tc_switch(ctx: Context, task_id: Annotated[str, Field(description="id, unique prefix or name")],
                         root: Root = None) -> SwitchResult:
-        """Make another task of this store active (the current one is suspended). Closed tasks stay closed."""
+        """Make another task active (the current one is suspended). Closed tasks stay closed."""
         return await run(ctx, "tc_switch", root, lambda e: e.switch(task_id))
 
     @mcp.tool(annotations=_ann("Export a handoff"))
@@ -579,8 +656,8 @@ def build_server(watch: bool | None = None) -> TcServer:
         task_id: TaskId = None,
         since: Annotated[str | None, Field(description="an earlier bundle: write only what it lacks")] = None,
     ) -> ExportResult:
-        """Write the task with its history as a git bundle plus HANDOFF.md into `to` (unsaved work is
-        captured first). Continue elsewhere with tc_import or `git fetch <bundle>`."""
+        """Write the task with its history as a git bundle plus HANDOFF.md into `to` (unsaved work
+        captured first), for tc_import elsewhere."""
         return await run(ctx, "tc_export", root, lambda e: e.export(to, since=since, task_id=task_id))
 
     @mcp.tool(annotations=_ann("Import a handoff", destructive=True))
@@ -592,9 +669,8 @@ def build_server(watch: bool | None = None) -> TcServer:
         merge: Annotated[bool, Field(description="add to an existing task of the same id")] = False,
         apply: Annotated[bool | None, Field(description="true: write files (undoable); false: preview")] = None,
     ) -> ImportResult:
-        """Import a task exported by tc_export into this workspace's store and make it active. Its
-        files are written when that overwrites and deletes nothing here (restore.auto: applied);
-        otherwise previewed: call again with apply=true."""
+        """Import a tc_export bundle and make its task active. Files are written if that overwrites
+        nothing, else previewed (then apply=true)."""
         return await run(ctx, "tc_import", root, lambda e: e.import_(package, rename=rename, merge=merge, apply=apply))
 
     @mcp.tool(annotations=_ann("Compress drifts", destructive=True, idempotent=True))
@@ -605,19 +681,31 @@ def build_server(watch: bool | None = None) -> TcServer:
         minimum: Annotated[int, Field(ge=0, description="newest drifts always kept")] = 20,
         maximum: Annotated[int, Field(ge=1, description="at most this many drifts kept")] = 50,
     ) -> CompressResult:
-        """Drop old drift records of the active task (never steps or restore points) and repack the
-        store to free space."""
+        """Drop old drifts of the active task (never steps or restore points) and repack the store."""
         return await run(ctx, "tc_compress", root, lambda e: e.compress(keep_seconds, minimum, maximum))
+
+    # -- beyond the seed's ten
+    @mcp.tool(annotations=_ann("List tasks", read_only=True, idempotent=True))
+    async def tc_tasks(ctx: Context, root: Root = None) -> TasksResult:
+        """This store's tasks, most recent first, the active one marked."""
+        return await run(ctx, "tc_tasks", root, lambda e: _task_list(e.tasks()), log_call=False)
+
+    @mcp.tool(annotations=_ann("Undo the last restore", destructive=True))
+    async def tc_undo(ctx: Context, root: Root = None,
+                      apply: Annotated[bool, Field(description="true: write files; false: preview")] = False,
+                      ) -> RestoreResult:
+        """Reverse the last applied restore or import. Preview first; undo again to redo."""
+        return await run(ctx, "tc_undo", root, lambda e: e.undo(apply=apply), log_call=apply)
 
     # -- git remotes (handoff layer)
     @mcp.tool(annotations=_ann("Push checkpoints", idempotent=True))
     async def tc_push(ctx: Context, root: Root = None, remote: Remote = None) -> SyncResult:
-        """Send refs/checkpoints/* and the notes to a git remote. Rejections are reported as errors."""
+        """Send the checkpoints and notes to a git remote (rejections are errors)."""
         return await run(ctx, "tc_push", root, lambda e: e.push(remote))
 
     @mcp.tool(annotations=_ann("Pull checkpoints", idempotent=True))
     async def tc_pull(ctx: Context, root: Root = None, remote: Remote = None) -> SyncResult:
-        """Fetch refs/checkpoints/* and the notes from a git remote (notes are merged). Files are not changed."""
+        """Fetch checkpoints and notes from a git remote (notes merged, files untouched)."""
         return await run(ctx, "tc_pull", root, lambda e: e.pull(remote))
 
     # -- trajectory layer
@@ -630,8 +718,8 @@ def build_server(watch: bool | None = None) -> TcServer:
         milestone: Annotated[str | None, Field(description="name the tip (links the code of now)")] = None,
         session: Annotated[str | None, Field(description="session id for steps")] = None,
     ) -> RecordResult:
-        """Record a conversation as git history, one commit per message, tool call or result (secrets
-        redacted); again: only new events. Give transcript or steps."""
+        """Record a conversation as git history, one commit per event (secrets redacted); again: only
+        new events."""
         return await run(ctx, "tc_record", root, lambda e: e.record(transcript=transcript, steps=steps,
                                                                     milestone=milestone, session=session))
 
@@ -663,15 +751,15 @@ def build_server(watch: bool | None = None) -> TcServer:
                           paths: Annotated[list[str] | None, Field(description="with restore_code: only "
                                                                                "these files/dirs")] = None,
                           ) -> CheckoutResult:
-        """The conversation up to a point (last 200 messages); with restore_code, also the code of
-        that moment, as tc_restore (preview unless apply=true)."""
+        """The conversation up to a point (last 200 messages); restore_code: its code too, as
+        tc_restore."""
         return await run(ctx, "tc_checkout", root, lambda e: e.checkout(point, restore_code, apply, paths=paths))
 
     @mcp.tool(annotations=_ann("Export a conversation as Markdown", read_only=True, idempotent=True))
     async def tc_markdown(ctx: Context, point: Point, root: Root = None,
                           out: Annotated[str | None, Field(description="write to this file instead of "
                                                                        "returning the text")] = None) -> MarkdownResult:
-        """Readable Markdown of a conversation: prompts, answers, tool calls, folded outputs, milestones."""
+        """A conversation as readable Markdown."""
         return await run(ctx, "tc_markdown", root, lambda e: e.export_markdown(point, out))
 
     @mcp.tool(annotations=_ann("Branch a conversation"))
@@ -684,14 +772,13 @@ def build_server(watch: bool | None = None) -> TcServer:
 
     @mcp.tool(annotations=_ann("Diff two conversation points", read_only=True, idempotent=True))
     async def tc_trajectory_diff(ctx: Context, a: Point, b: Point, root: Root = None) -> TrajectoryDiffResult:
-        """Common ancestor, what each side said and did since, and the code diff of their
-        linked snapshots."""
+        """Common ancestor, what each side said and did since, and their code diff."""
         return await run(ctx, "tc_trajectory_diff", root, lambda e: e.trajectory_diff(a, b), log_call=False)
 
     @mcp.tool(annotations=_ann("Replay a conversation", read_only=True, idempotent=True))
     async def tc_replay(ctx: Context, point: Point, root: Root = None,
-                        mode: Annotated[str, Field(description="messages (to seed a session), code (state "
-                                                               "per event) or verify (re-apply edits, compare)")] = "messages") -> ReplayResult:
+                        mode: Annotated[str, Field(description="messages, code (per event) or "
+                                                               "verify (re-apply edits)")] = "messages") -> ReplayResult:
         """Walk a conversation from its start to a point."""
         return await run(ctx, "tc_replay", root, lambda e: e.replay(point, mode), log_call=False)
 

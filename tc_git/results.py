@@ -169,6 +169,7 @@ class TaskInfo(TypedDict):
     status: str
     head: int
     active: bool
+    steps: int
     updated: str
 
 

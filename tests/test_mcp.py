@@ -27,8 +27,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
 
 TOOLS = ["tc_init", "tc_save", "tc_resume", "tc_show", "tc_restore", "tc_capture", "tc_switch",
          "tc_export", "tc_import", "tc_compress",  # the seed's ten, first and unchanged
-         "tc_push", "tc_pull", "tc_record", "tc_sessions", "tc_milestone", "tc_events", "tc_checkout",
-         "tc_markdown", "tc_branch", "tc_trajectory_diff", "tc_replay", "tc_resume_session", "tc_blame"]
+         "tc_tasks", "tc_undo", "tc_push", "tc_pull", "tc_record", "tc_sessions", "tc_milestone", "tc_events",
+         "tc_checkout", "tc_markdown", "tc_branch", "tc_trajectory_diff", "tc_replay", "tc_resume_session", "tc_blame"]
 
 
 @pytest.fixture(autouse=True)
@@ -226,7 +226,9 @@ async def test_bad_inputs_are_tool_errors_and_server_keeps_answering(server, ws,
             err(await call(c, "tc_restore", root=root, **args), code)
         err(await call(c, "tc_show", root=root, index=7), "not_found")
         err(await call(c, "tc_switch", root=root, task_id="t123"), "not_found")
-        err(await call(c, "tc_switch", root=root, task_id="../evil"), "bad_input")
+        # a task is named by id, prefix or name: "../evil" is looked up (never used as a path)
+        err(await call(c, "tc_switch", root=root, task_id="../evil"), "not_found")
+        err(await call(c, "tc_switch", root=root, task_id="t1\n"), "bad_input")
         err(await call(c, "tc_save", root=root, title="x", paths=["f"]), "bad_input")
         err(await call(c, "tc_compress", root=root, maximum=0), "bad_input")
         # closed task: save/capture/apply refused, read side still works

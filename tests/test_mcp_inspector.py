@@ -110,7 +110,7 @@ def test_seed_tools_and_every_error_kind(inspector, tmp_path):
     # (read-only calls, independent of each other: run side by side to save wall time)
     cases = [("tc_show", {"limit": 0}, ("bad arguments", "limit")),
              ("tc_save", {"bogus": "1"}, ("unknown argument", "bogus")),
-             ("tc_restore", {"index": 1, "drift_id": cap["drift_id"]}, ("exactly one of index",)),
+             ("tc_restore", {"index": 1, "drift_id": cap["drift_id"]}, ("exactly one of at",)),
              ("tc_show", {"index": 99}, ("99",)),
              ("tc_restore", {"drift_id": "d9999"}, ("d9999",)),
              ("tc_init", {"root": "/", "name": "everything"}, ("/",))]
