@@ -20,6 +20,8 @@ import threading
 
 from .mcp_wire import claim_wire, load_cache, read_line, screen
 
+PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
+
 
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
@@ -50,7 +52,8 @@ class FastFront:
         self.wire_in, self.wire_out = claim_wire()
         self.warm.start()
         prelude: list[bytes] = []
-        init_id = version = None
+        init_id = version = None  # the handshake era: initialize's id and version
+        first_id = None  # the id of the first answered request the SDK must see again (initialize or discover)
         while True:
             line = read_line(self.wire_in, self.wire_out)  # (bounded: over MAX_LINE is answered, skipped)
             if not line:
@@ -64,15 +67,29 @@ class FastFront:
             except (ValueError, RecursionError):
                 msg = None
             if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
-                return self.handover(prelude + [line], init_id)
+                return self.handover(prelude + [line], first_id)
             method, has_id = msg.get("method"), "id" in msg
             params: dict = msg["params"] if isinstance(msg.get("params"), dict) else {}
-            if method == "initialize" and has_id and init_id is None:
+            meta = params.get("_meta")
+            modern = meta.get(PROTOCOL_VERSION_META) if isinstance(meta, dict) else None  # 2026-era: every request names its version
+            if modern is not None:
+                if not (has_id and init_id is None and isinstance(modern, str) and modern in self.cache["discover"]):
+                    return self.handover(prelude + [line], first_id)
+                if method == "server/discover":
+                    self.send(msg["id"], self.cache["discover"][modern])
+                    if first_id is None:
+                        prelude.append(line)
+                        first_id = msg["id"]
+                elif method == "tools/list" and not params.get("cursor"):
+                    self.send(msg["id"], self.cache["modern_tools"][modern])
+                else:
+                    return self.handover(prelude + [line], first_id)
+            elif method == "initialize" and has_id and init_id is None and first_id is None:
                 asked = params.get("protocolVersion")
                 version = asked if asked in self.cache["versions"] else self.cache["latest"]
                 self.send(msg["id"], self.cache["initialize"][version])
                 prelude.append(line)
-                init_id = msg["id"]
+                init_id = first_id = msg["id"]
             elif method == "notifications/initialized" and init_id is not None and not has_id:
                 prelude.append(line)
             elif method == "ping" and has_id:
@@ -80,7 +97,7 @@ class FastFront:
             elif method == "tools/list" and has_id and init_id is not None and not params.get("cursor"):
                 self.send(msg["id"], self.cache["tools"][version])
             else:
-                return self.handover(prelude + [line], init_id)
+                return self.handover(prelude + [line], first_id)
 
     def send(self, msg_id, result: dict) -> None:
         self.wire_out.send({"jsonrpc": "2.0", "id": msg_id, "result": result})

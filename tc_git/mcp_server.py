@@ -901,9 +901,9 @@ def cache_payload(server: TcServer) -> dict:
     """What mcp_fast answers before the SDK is loaded: for every handshake protocol version, the
     initialize and tools/list results exactly as this server's SDK would put them on the wire
     (cache hints, then the per-version sieve: see mcp.server.runner's `_serialize`)."""
-    from mcp.types import Implementation, InitializeResult, ListToolsResult
+    from mcp.types import DiscoverResult, Implementation, InitializeResult, ListToolsResult
     from mcp_types import methods as spec
-    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 
     low = server._lowlevel_server
     opts = low.create_initialization_options()
@@ -914,7 +914,12 @@ def cache_payload(server: TcServer) -> dict:
         hint = (getattr(low, "cache_hints", None) or {}).get(method)
         if hint is not None:
             dumped = {"ttlMs": hint.ttl_ms, "cacheScope": hint.scope, **dumped}
-        return spec.serialize_server_result(method, version, dumped) if method in spec.SPEC_CLIENT_METHODS else dumped
+        if method in spec.SPEC_CLIENT_METHODS:
+            dumped = spec.serialize_server_result(method, version, dumped)
+        if version in MODERN_PROTOCOL_VERSIONS:  # 2026-era: resultType, then the serverInfo stamp
+            dumped.setdefault("resultType", "complete")
+            dumped["_meta"] = {**(dumped.get("_meta") or {}), "io.modelcontextprotocol/serverInfo": low.server_info_stamp}
+        return dumped
 
     init, listed = {}, {}
     for v in HANDSHAKE_PROTOCOL_VERSIONS:
@@ -924,8 +929,15 @@ def cache_payload(server: TcServer) -> dict:
                                                           website_url=opts.website_url, icons=opts.icons),
                                instructions=opts.instructions)
         init[v], listed[v] = wire("initialize", v, res), wire("tools/list", v, tools)
+    # the current SDK's client (mode "auto") asks server/discover first, then each request carries
+    # its protocol version in `_meta`: no initialize (tc_git/mcp_fast.py answers both eras)
+    discover, modern = {}, {}
+    for v in MODERN_PROTOCOL_VERSIONS:
+        found = DiscoverResult(supported_versions=list(MODERN_PROTOCOL_VERSIONS),
+                               capabilities=low.get_capabilities(protocol_version=v), instructions=low.instructions)
+        discover[v], modern[v] = wire("server/discover", v, found), wire("tools/list", v, tools)
     return {"versions": list(HANDSHAKE_PROTOCOL_VERSIONS), "latest": LATEST_HANDSHAKE_VERSION,
-            "initialize": init, "tools": listed}
+            "initialize": init, "tools": listed, "discover": discover, "modern_tools": modern}
 
 
 def _write_fast_cache(server: TcServer) -> None:

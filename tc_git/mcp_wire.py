@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import __version__
 
-CACHE_FORMAT = "2"
+CACHE_FORMAT = "3"
 
 
 def _stamp(module: str) -> str:
@@ -53,7 +53,7 @@ def load_cache() -> dict | None:
         os.utime(p)  # in use: not pruned by another install's start
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or not {"versions", "latest", "initialize", "tools"} <= data.keys():
+    if not isinstance(data, dict) or not {"versions", "latest", "initialize", "tools", "discover", "modern_tools"} <= data.keys():
         return None
     return data
 

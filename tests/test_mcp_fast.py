@@ -80,6 +80,33 @@ def test_fast_start_answers_like_the_full_server(env, tmp_path):
     assert full[3]["result"]["isError"] is True and "nowhere" in full[3]["result"]["content"][0]["text"]
 
 
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+               "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "0.1.0"},
+               "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def modern_session(env, cwd, fast: bool) -> list[dict]:
+    """What the current SDK's default client (mode "auto") sends: server/discover, then requests
+    that each carry their protocol version in `_meta` (no initialize)."""
+    w = Wire([sys.executable, "-m", "tc_git"], dict(env, TC_MCP_FAST="on" if fast else "off"), cwd)
+    out = [w.ask({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": MODERN_META}}),
+           w.ask({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": MODERN_META}}),
+           w.ask({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                  "params": {"name": "tc_show", "arguments": {"root": str(cwd / "nowhere")}, "_meta": MODERN_META}}),
+           w.ask({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"_meta": MODERN_META}})]
+    assert w.close() == 0
+    return out
+
+
+def test_fast_start_answers_the_current_sdk_client_like_the_full_server(env, tmp_path):
+    session(env, tmp_path, fast=False)  # writes the cache
+    slow = modern_session(env, tmp_path, fast=False)
+    fast = modern_session(env, tmp_path, fast=True)
+    assert fast == slow
+    assert "2026-07-28" in slow[0]["result"]["supportedVersions"] and slow[1]["result"]["tools"]
+    assert slow[2]["result"]["isError"] is True
+
+
 def test_fast_start_does_not_wait_for_the_sdk(env, tmp_path):
     """With the SDK import blocked, initialize, ping and tools/list are still answered."""
     session(env, tmp_path, fast=False)
@@ -91,6 +118,11 @@ def test_fast_start_does_not_wait_for_the_sdk(env, tmp_path):
     w.send(INITIALIZED)
     assert w.ask({"jsonrpc": "2.0", "id": 2, "method": "ping"})["result"] == {}
     tools = w.ask({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})["result"]["tools"]
+    assert [t["name"] for t in tools][:2] == ["tc_init", "tc_save"]
+    assert w.close() == 0
+    w = Wire([sys.executable, "-c", code], dict(env, TC_MCP_FAST="on"), tmp_path)  # the current client's way
+    assert w.ask({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": MODERN_META}})["result"]
+    tools = w.ask({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": MODERN_META}})["result"]["tools"]
     assert [t["name"] for t in tools][:2] == ["tc_init", "tc_save"]
     assert w.close() == 0
 
