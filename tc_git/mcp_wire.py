@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import select
 import sys
 import threading
 import time
@@ -91,10 +92,63 @@ class Wire:
         self.write_line(json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
+class LineReader:
+    """The JSON-RPC input: lines from a private descriptor. `stop()` (from a signal handler) makes
+    every read return EOF, one already waiting included, so the server ends as when the client
+    closes stdin: in-flight calls finish, the store is flushed, exit status 0."""
+
+    def __init__(self, fd: int):
+        self.fd, self.buf, self.stopped = fd, b"", False
+        self.wake_r, self.wake_w = os.pipe() if os.name != "nt" else (-1, -1)  # (select takes no pipe there)
+
+    def readline(self, size: int = -1) -> bytes:
+        while True:
+            if self.stopped:
+                return b""
+            i = self.buf.find(b"\n")
+            if i >= 0:
+                line, self.buf = self.buf[:i + 1], self.buf[i + 1:]
+                return line
+            if self.wake_r >= 0 and self.wake_r in select.select([self.fd, self.wake_r], [], [])[0]:
+                return b""
+            chunk = os.read(self.fd, 1 << 16)
+            if not chunk:
+                line, self.buf = self.buf, b""
+                return line
+            self.buf += chunk
+
+    def stop(self) -> None:
+        self.stopped = True
+        if self.wake_w >= 0:
+            try:
+                os.write(self.wake_w, b"x")
+            except OSError:
+                pass
+
+
+def stop_on_signals(wire_in: LineReader) -> None:
+    """SIGINT and SIGTERM end the session cleanly (LineReader.stop); a second one ends the process
+    at once, as without this handler. Main thread only (a no-op elsewhere)."""
+    import signal
+
+    def handler(signum, _frame):
+        if wire_in.stopped:  # still not gone: the default action
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        wire_in.stop()
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, handler)
+
+
 def claim_wire():
     """Private copies of stdin/stdout for the JSON-RPC stream; fd 0 then reads EOF and fd 1 goes to
-    stderr, so nothing printed by an import, a library or a tool can corrupt the stream."""
-    wire_in = os.fdopen(os.dup(0), "rb")
+    stderr, so nothing printed by an import, a library or a tool can corrupt the stream. SIGINT and
+    SIGTERM end the stream (stop_on_signals)."""
+    wire_in = LineReader(os.dup(0))
+    stop_on_signals(wire_in)
     wire_out = Wire(os.fdopen(os.dup(1), "wb"))
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
