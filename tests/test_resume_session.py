@@ -273,3 +273,36 @@ def test_tool_results_of_several_blocks_are_written_back_as_blocks(tmp_path):
     back = T.record(b, T.read_transcript(f))
     ids = _chain(b, back.branches["main"])
     assert ids[:-2] == _chain(a, res.branches["main"])[:-2]  # the redacted result reads back as a string
+
+
+def test_a_subagent_result_is_written_back_block_for_block_with_its_tool_use_result(tmp_path):
+    """A Task (subagent) result of two text blocks on a line with `toolUseResult` (the subagent's
+    id and usage): resume-session writes the blocks and that metadata back as they came (they were
+    one string and nothing), and the written file reads back to the same event ids."""
+    tur = {"status": "completed", "prompt": "look around", "agentId": "a1b2c3d4",
+           "content": [{"type": "text", "text": "found it"}], "totalDurationMs": 1234, "totalTokens": 99,
+           "usage": {"input_tokens": 10, "output_tokens": 5}}
+    blocks = [{"type": "text", "text": "found it"}, {"type": "text", "text": "agentId: a1b2c3d4 (for resuming)"}]
+    lines = [{"type": "user", "uuid": "u0", "parentUuid": None, "sessionId": "sub", "timestamp": "2026-01-01T00:00:00Z",
+              "message": {"role": "user", "content": "go"}},
+             {"type": "assistant", "uuid": "a0", "parentUuid": "u0", "sessionId": "sub",
+              "timestamp": "2026-01-01T00:00:01Z", "message": {
+                  "id": "m0", "role": "assistant",
+                  "content": [{"type": "tool_use", "id": "toolu_1", "name": "Task", "input": {"prompt": "look around"}}]}},
+             {"type": "user", "uuid": "r0", "parentUuid": "a0", "sessionId": "sub", "timestamp": "2026-01-01T00:00:02Z",
+              "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                                       "content": blocks}]}, "toolUseResult": tur}]
+    src = tmp_path / "sub.jsonl"
+    src.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    a = _store(tmp_path / "a")
+    res = T.record(a, T.read_transcript(src))
+    out = claude_lines(T.replay(a, res.branches["main"]), "00000000-0000-4000-8000-0000000050b0", "/work/demo")
+    result_line = next(x for x in out if x["type"] == "user" and isinstance(x["message"]["content"], list))
+    assert result_line["message"]["content"][0]["content"] == blocks
+    assert result_line["toolUseResult"] == tur
+    f = tmp_path / "written.jsonl"
+    f.write_text("".join(json.dumps(x) + "\n" for x in out))
+    b = _store(tmp_path / "b")
+    back = T.record(b, T.read_transcript(f))
+    assert _chain(b, back.branches["main"]) == _chain(a, res.branches["main"])
+    fsck(b.path)

@@ -36,6 +36,7 @@ TITLE_TYPES = {"summary": "summary", "custom-title": "customTitle", "ai-title": 
 # System subtypes that are timing/hook bookkeeping rather than something said.
 NOISE_SUBTYPES = frozenset({"turn_duration", "stop_hook_summary", "session_start"})
 SPAWN_TOOLS = frozenset({"Task", "Agent"})
+TOOL_USE_RESULT_MAX = 16 << 10  # a larger toolUseResult (a subagent's whole transcript?) is not kept
 
 
 def _obj(entry: dict, key: str) -> dict:
@@ -342,6 +343,13 @@ class _Builder:
                 parts = _result_parts(b.get("content"))
                 if parts:
                     ev.meta["blocks"] = parts
+                tur = entry.get("toolUseResult")
+                if call is not None and call.tool_name in SPAWN_TOOLS and isinstance(tur, dict) \
+                        and sum(isinstance(x, dict) and x.get("type") == "tool_result" for x in content) == 1 \
+                        and len(json.dumps(tur, default=str)) <= TOOL_USE_RESULT_MAX:
+                    # a subagent's result line: its metadata (agentId, usage) is what Claude Code
+                    # reads back on resume; written back by resume-session as it came
+                    ev.meta["tool_use_result"] = tur
                 out.append(ev)
             else:
                 texts.append(b)

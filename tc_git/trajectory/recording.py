@@ -12,11 +12,12 @@ from .. import mempack, results
 from ..refs import session_ref
 from .recorder import RecordResult, publish, record, session_name
 
-READER_VERSION = 6  # 2: thinking, images, event_msg prompts, progress-line parents; 3: Codex compacted kept whole;
+READER_VERSION = 7  # 2: thinking, images, event_msg prompts, progress-line parents; 3: Codex compacted kept whole;
 # 4: Claude thinking keeps its signature (redacted thinking its data), so a resumed session is accepted;
 # 5: a Claude tool result of several text blocks or tool references keeps its block structure (meta.blocks),
 # a Codex namespaced call its namespace (meta.namespace), a Codex <subagent_notification> is context, not a prompt;
-# 6: a line that is not JSON, too long or too deep is one "malformed" event (branch `malformed`)
+# 6: a line that is not JSON, too long or too deep is one "malformed" event (branch `malformed`);
+# 7: a Claude subagent result keeps its line's toolUseResult (meta.tool_use_result), written back by resume-session
 CACHE = "recorded-files.json"  # in the store's tc/: file key -> {sha1, result}
 CACHE_ENTRIES = 500
 

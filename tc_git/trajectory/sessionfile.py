@@ -279,6 +279,9 @@ def claude_lines(records: list[dict], session_id: str, cwd: str) -> list[dict]:
                     if rec.get("is_error"):
                         block["is_error"] = True
                     content.append(block)
+                    tur = (rec.get("meta") or {}).get("tool_use_result")
+                    if isinstance(tur, dict):  # (a subagent's result: its agentId and usage)
+                        line["toolUseResult"] = tur
                 else:
                     text_rec = rec
             if text_rec is not None:
