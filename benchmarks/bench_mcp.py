@@ -128,10 +128,16 @@ def seed_server_cmd() -> list[str]:
     return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(SEED_DIR)!r}); import tc_mcp; tc_mcp.main()"]
 
 
-def raw_cold_start(cmd: list[str], cwd: str, extra_env: dict | None = None) -> dict:
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+               "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"},
+               "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def raw_cold_start(cmd: list[str], cwd: str, extra_env: dict | None = None, modern: bool = False) -> dict:
     """Spawn the server and speak newline-delimited JSON-RPC on its pipes (no client library in the
     way): seconds from spawn to the initialize answer and to the tools/list answer, and the
-    tools/list result as compact JSON."""
+    tools/list result as compact JSON. `modern`: as the mcp 2.x SDK's default client (mode "auto")
+    opens a session: server/discover, then tools/list with the protocol version in `_meta`."""
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          env={**env(), **(extra_env or {})}, cwd=cwd)
@@ -148,12 +154,18 @@ def raw_cold_start(cmd: list[str], cwd: str, extra_env: dict | None = None) -> d
                 return reply
 
     try:
-        ask({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                        "clientInfo": {"name": "bench", "version": "0"}}})
-        t_init = time.perf_counter() - t0
-        p.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-        tools = ask({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})["result"]["tools"]
+        if modern:
+            ask({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": MODERN_META}})
+            t_init = time.perf_counter() - t0
+            tools = ask({"jsonrpc": "2.0", "id": 2, "method": "tools/list",
+                         "params": {"_meta": MODERN_META}})["result"]["tools"]
+        else:
+            ask({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                            "clientInfo": {"name": "bench", "version": "0"}}})
+            t_init = time.perf_counter() - t0
+            p.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+            tools = ask({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})["result"]["tools"]
         t_list = time.perf_counter() - t0
     finally:
         p.stdin.close()
@@ -173,17 +185,20 @@ def cold_start_report(srv: dict[str, list[str]], starts: int) -> list[str]:
     (compact JSON) for every server side by side; the seed's ten tools first."""
     scratch = tempfile.mkdtemp(prefix="bench-mcp-cold-")
     # tc-mcp twice: as installed (fast start from its cache) and with TC_MCP_FAST=off (the SDK first)
-    variants = {name: (cmd, {}) for name, cmd in srv.items()}
+    # and tc-mcp as the current SDK's default client opens a session (discover; no initialize)
+    variants = {name: (cmd, {}, False) for name, cmd in srv.items()}
     ours = next(iter(srv))
-    variants = {ours: variants.pop(ours), f"{ours} TC_MCP_FAST=off": (srv[ours], {"TC_MCP_FAST": "off"}),
+    variants = {ours: variants.pop(ours), f"{ours} TC_MCP_FAST=off": (srv[ours], {"TC_MCP_FAST": "off"}, False),
+                f"{ours}, 2026 client (discover)": (srv[ours], {}, True),
+                f"{ours} TC_MCP_FAST=off, 2026 client (discover)": (srv[ours], {"TC_MCP_FAST": "off"}, True),
                 **variants}
     runs: dict[str, list[dict]] = {name: [] for name in variants}
     try:
-        for cmd, extra in variants.values():  # untimed: byte-compile, page cache, tc-mcp's start cache
-            raw_cold_start(cmd, scratch, extra)
+        for cmd, extra, modern in variants.values():  # untimed: byte-compile, page cache, tc-mcp's start cache
+            raw_cold_start(cmd, scratch, extra, modern)
         for _ in range(starts):  # interleaved, so a load spike hits every server alike
-            for name, (cmd, extra) in variants.items():
-                runs[name].append(raw_cold_start(cmd, scratch, extra))
+            for name, (cmd, extra, modern) in variants.items():
+                runs[name].append(raw_cold_start(cmd, scratch, extra, modern))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
@@ -191,7 +206,7 @@ def cold_start_report(srv: dict[str, list[str]], starts: int) -> list[str]:
              f"Load average at the end: {load} (on {os.cpu_count()} CPUs; timings on a busy machine are "
              "inflated, compare the rows with each other). One untimed start per server first (tc-mcp's "
              "fast-start cache is written by it).", "",
-             "| server | spawn -> initialize answered | spawn -> tools/list answered | tools | tools/list bytes |",
+             "| server | spawn -> initialize (or discover) answered | spawn -> tools/list answered | tools | tools/list bytes |",
              "|---|---|---|---|---|"]
     per_tool: dict[str, dict[str, int]] = {}
     for name, rs in runs.items():
