@@ -110,11 +110,10 @@ class Workspace:
         return tl.append("close", tree, self.record(tl, tl.head(), title=f"closed after step {index}"))
 
     def init(self, tl: Timeline, task: dict) -> pygit2.Oid:
-        """The task's first commit: the workspace as it is (a baseline: a new task starts with
-        nothing unsaved, and its first step lists what it changed), the task's metadata in its note."""
-        snap = self.snapshot(task)
-        return tl.append("init", snap.tree, self.record(tl, None, task=task, title=task["name"],
-                                                        conclusion=task["goal"], files=snap.note()))
+        """The task's first commit: an empty tree, the task's metadata in its note."""
+        empty = self.repo.TreeBuilder().write()
+        return tl.append("init", empty, self.record(tl, None, task=task, title=task["name"],
+                                                    conclusion=task["goal"]))
 
 
 def files_changed(repo: pygit2.Repository, old_tree: pygit2.Tree | None, new_tree: pygit2.Tree,
