@@ -470,12 +470,12 @@ class Engine:
             lines = dict(tl.lines())
             if name not in lines:
                 shown = ", ".join(lines) or "none"
-                raise NotFound(f"task {tl.task_id} has no line {line!r} to join (its lines: {shown}); "
-                               f"`tc-git log` lists them")
+                raise NotFound(f"task {tl.task_id} has no line {line!r} to join (its lines: {shown})",
+                               Hint("show", {"include_drift": True}, "see them with"))
             tip = lines[name]
             h = tl.head()
             if h.kind == "close":
-                raise TaskClosed(f"task {tl.task_id} is closed; start a new one with tc_init")
+                raise TaskClosed(f"task {tl.task_id} is closed", START_NEW)
             src = tip if keep == "line" else h.oid
             tree = self.repo[src].peel(pygit2.Tree)
             ws = self._ws()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import write
 from mcp import Client
 
 from tc_git.mcp_server import WIRE_BUDGET, build_server
