@@ -174,8 +174,8 @@ async def test_selective_restore_and_undo_over_mcp_stdio(ws, engine):
     params = StdioServerParameters(command=sys.executable, args=["-m", "tc_git"],
                                    env=clean_env(TC_WATCH="off", TC_GIT="off"))
     async with Client(params, mode="legacy") as c:
-        async def call(**args):
-            r = await c.call_tool("tc_restore", {"root": str(ws), **args})
+        async def call(tool="tc_restore", **args):
+            r = await c.call_tool(tool, {"root": str(ws), **args})
             if r.is_error:  # error results: the message as text, the code in _meta
                 return True, {"error": r.content[0].text, "code": (r.meta or {}).get("tc-git/code")}
             return False, r.structured_content
@@ -187,9 +187,9 @@ async def test_selective_restore_and_undo_over_mcp_stdio(ws, engine):
         is_err, body = await call(index=1, paths=["src/app.py"], apply=True)
         assert not is_err and body["check"]["ok"]
         assert tree_state(ws) == {**before, b"src/app.py": step1[b"src/app.py"]}
-        is_err, body = await call(undo=True, apply=True)
+        is_err, body = await call("tc_undo", apply=True)  # undo: its own tool, preview unless apply
         assert not is_err and body["undo_of"] and tree_state(ws) == before
-        is_err, body = await call(undo=True, index=2)
+        is_err, body = await call("tc_undo", index=2)
         assert is_err and body["code"] == "bad_input"
 
 
