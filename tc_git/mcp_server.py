@@ -886,8 +886,18 @@ def warm() -> None:
 
 
 def _release_idle_secrets_engine() -> None:
-    """The credential engine (~45 MiB) is dropped after TC_SECRETS_IDLE seconds (300) unused."""
+    """The credential engine (~45 MiB) is dropped after TC_SECRETS_IDLE seconds (300) unused. Its
+    compiled rules are built into their disk cache first if missing (a fresh HOME), in the
+    background: the agent's first file edit then does not compile them in the PostToolUse hook."""
     from . import secrets
+
+    def build() -> None:
+        try:
+            secrets.build_rule_cache()
+        except Exception:  # only the first hook's speed depends on it
+            log.debug("secret rule cache not built", exc_info=True)
+
+    threading.Thread(target=build, name="tc-secret-rules", daemon=True).start()
 
     try:
         idle = float(os.environ.get("TC_SECRETS_IDLE", "300"))

@@ -344,6 +344,27 @@ def _load_engine():
     return _engine or None
 
 
+def rule_cache_missing() -> bool:
+    """True when the engine's compiled rules are not in its disk cache yet (a fresh HOME): the
+    first scan would compile them (~5 s of CPU). KF_RULE_CACHE_DIR, else the XDG cache directory."""
+    d = os.environ.get("KF_RULE_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kingfisher", "rule-cache")
+    try:
+        return not any(n.endswith(".vscdb") for n in os.listdir(d))
+    except OSError:
+        return True
+
+
+def build_rule_cache() -> bool:
+    """Compile the engine's rules into its disk cache now if they are not there (for a background
+    thread of a long-lived process, e.g. the MCP server's start-up): the first hook that scans
+    content then loads them (~0.3 s) instead of compiling. True if it compiled."""
+    if os.environ.get("TC_SECRETS_ENGINE", "kingfisher") == "builtin" or not rule_cache_missing():
+        return False
+    _load_engine()
+    return True
+
+
 def engine_name() -> str:
     eng = _load_engine()
     if eng is None:
