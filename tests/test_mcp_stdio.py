@@ -11,6 +11,7 @@ import time
 import jsonschema
 import pytest
 from conftest import clean_env, git, tree_state, write
+from test_mcp import TOOLS
 from mcp import Client, StdioServerParameters
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
@@ -48,7 +49,7 @@ async def test_seed_workflow_over_stdio(tmp_path):
     root = str(ws)
     async with stdio() as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
-        assert len(tools) == 23 and list(tools)[:10] == SEED_TOOLS
+        assert list(tools) == TOOLS and list(tools)[:10] == SEED_TOOLS  # every tool, the seed's ten first
 
         async def call(tool, /, **args):
             r = await c.call_tool(tool, args)
@@ -219,5 +220,5 @@ async def test_stdout_is_only_json_rpc_and_cli_flags(tmp_path):
     assert out[0]["result"]["serverInfo"]["name"] == "tc-git"
     assert out[1]["result"] == {}
     assert out[2]["result"]["isError"] is True and "does not exist" in out[2]["result"]["content"][0]["text"]
-    assert len(out[3]["result"]["tools"]) == 23
+    assert [t["name"] for t in out[3]["result"]["tools"]] == TOOLS
     assert p.stdout.read() == b""
