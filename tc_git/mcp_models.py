@@ -133,7 +133,7 @@ class Plan(_Out):
 
 class RestoreResult(_Out):
     applied: bool
-    recovered: str | None = Field(None, description="restore point (undo=true returns to it)")
+    recovered: str | None = Field(None, description="restore point (tc_undo returns to it)")
     target: str
     target_commit: str
     plan: Plan

@@ -11,8 +11,8 @@ import time
 import jsonschema
 import pytest
 from conftest import clean_env, git, tree_state, write
-from test_mcp import TOOLS
 from mcp import Client, StdioServerParameters
+from test_mcp import TOOLS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
               pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")]

@@ -324,7 +324,7 @@ def auto_restore(preview: Mapping[str, Any]) -> tuple[dict | None, list | None, 
                 "with apply=true (undoable)") if why else "nothing to write: the workspace matches"
         return {**preview, "plan": plan, "auto": "preview", "note": note}, None, ""
     return None, (plan["to_write"] if n["to_delete"] else None), \
-        f"wrote {n['to_write']} new file(s), overwrote and deleted nothing; undo: restore undo=true apply=true"
+        f"wrote {n['to_write']} new file(s), overwrote and deleted nothing; undo reverses it"
 
 
 def imported_point(repo: pygit2.Repository, task_id: str):
