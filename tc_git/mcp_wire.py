@@ -98,22 +98,28 @@ class LineReader:
     closes stdin: in-flight calls finish, the store is flushed, exit status 0."""
 
     def __init__(self, fd: int):
-        self.fd, self.buf, self.stopped = fd, b"", False
+        self.fd, self.buf, self.stopped = fd, bytearray(), False
         self.wake_r, self.wake_w = os.pipe() if os.name != "nt" else (-1, -1)  # (select takes no pipe there)
 
     def readline(self, size: int = -1) -> bytes:
+        """The next line with its newline; at most `size` bytes when size >= 0 (the rest of a
+        longer line comes with the next calls), as a binary file's readline."""
         while True:
             if self.stopped:
                 return b""
-            i = self.buf.find(b"\n")
-            if i >= 0:
-                line, self.buf = self.buf[:i + 1], self.buf[i + 1:]
+            i = self.buf.find(b"\n", 0, size if size >= 0 else len(self.buf))
+            cut = i + 1 if i >= 0 else size if 0 <= size <= len(self.buf) else None
+            if cut is not None:
+                line = bytes(self.buf[:cut])
+                del self.buf[:cut]
                 return line
             if self.wake_r >= 0 and self.wake_r in select.select([self.fd, self.wake_r], [], [])[0]:
                 return b""
-            chunk = os.read(self.fd, 1 << 16)
-            if not chunk:
-                line, self.buf = self.buf, b""
+            chunk = os.read(self.fd, 1 << 20)
+            if not chunk:  # EOF: what is left (at most `size`), then b""
+                cut = len(self.buf) if size < 0 else min(size, len(self.buf))
+                line = bytes(self.buf[:cut])
+                del self.buf[:cut]
                 return line
             self.buf += chunk
 
