@@ -98,7 +98,7 @@ def worker_journal(root: Path, n: int) -> dict:
     """tc-git with the change journal: saves refresh only what the watcher saw change."""
     os.environ["TC_GIT"] = "off"
     from tc_git.engine import Engine
-    from tc_git.watch import DriftWatcher
+    from tc_git.mcp.watch import DriftWatcher
 
     e = Engine(root)
     e.init("bench")

@@ -56,7 +56,7 @@ def one(tmp: Path, built: bool) -> dict:
     run(cli + ["-C", str(ws), "init", "first edit"], home)
     out: dict = {}
     if built:
-        out["build"] = run([PY, "-c", "from tc_git import secrets; assert secrets.build_rule_cache()"], home)
+        out["build"] = run([PY, "-c", "from tc_git.workspace import secrets; assert secrets.build_rule_cache()"], home)
     edited = ws / "src" / "conf.py"  # a credential-shaped value: the content scan needs the engine
     edited.write_text('API_TOKEN = "' + "tkn_" + "9fQ2xL7vB4mN8sR1tY6wZ3cK5hJ0dG" + '"\n')
     ev = json.dumps({"session_id": "c0ffee00-first", "cwd": str(ws), "hook_event_name": "PostToolUse",

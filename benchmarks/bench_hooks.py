@@ -214,7 +214,7 @@ def main() -> int:
         "- The interpreter floor dominates the no-store cases: most of it is `site` running the environment's "
         ".pth files (here the editable-install finder and a .pth that imports certifi), not tc-git.",
         "- With an active task, SessionStart prints the handoff text the last save left in the store "
-        "(`tc_git/handoff_cache.py`): no pygit2, no workspace scan. PostToolUse records a drift and so loads "
+        "(`tc_git/timeline/handoff_cache.py`): no pygit2, no workspace scan. PostToolUse records a drift and so loads "
         "the engine: pygit2's import alone is ~120 ms (its enums and settings, which imports ssl).",
     ]
     out = Path(a.out)

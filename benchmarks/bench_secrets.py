@@ -31,7 +31,7 @@ CHILD = r"""
 import json, os, sys, time
 sys.path.insert(0, %(bench)r)
 if os.environ.get("TC_NO_SCAN"):
-    import tc_git.policy as P
+    import tc_git.workspace.policy as P
     P.Policy.classify_content = lambda self, rel, data: None
 from common import edit_files
 from tc_git.engine import Engine
@@ -80,7 +80,7 @@ def startup(tmp, reps=5):
             ev = json.dumps({"hook_event_name": "PostToolUse", "tool_name": "Write", "cwd": str(ws),
                              "session_id": "bench", "tool_input": {"file_path": str(ws / "changed.py")}})
             hooks.append(cli([hook, "post-tool-use"], ws, env, stdin=ev.encode()))
-            imports.append(cli([sys.executable, "-c", "from tc_git import secrets as S; S.find(b'fetch_records_v2()')"],
+            imports.append(cli([sys.executable, "-c", "from tc_git.workspace import secrets as S; S.find(b'fetch_records_v2()')"],
                                ws, env))
         rows[mode] = (statistics.median(saves), statistics.median(hooks), statistics.median(imports))
     return rows

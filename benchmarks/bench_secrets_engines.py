@@ -85,7 +85,7 @@ def detect_secrets_inproc():
 
 
 def tcgit():
-    from tc_git import secrets as S
+    from tc_git.workspace import secrets as S
     return lambda b: [f.rule for f in S.find(b)]
 
 
@@ -96,7 +96,7 @@ INPROC = [
     ("detect-secrets (in-process)", "from detect_secrets.core.scan import scan_line\n"
      "from detect_secrets.settings import default_settings\nwith default_settings(): list(scan_line('x'))",
      detect_secrets_inproc),
-    ("tc-git adapter (kingfisher + PEM + generic)", "from tc_git import secrets as S; S.find(b'rows = fetch_records_v2()')", tcgit),
+    ("tc-git adapter (kingfisher + PEM + generic)", "from tc_git.workspace import secrets as S; S.find(b'rows = fetch_records_v2()')", tcgit),
 ]
 
 

@@ -77,7 +77,7 @@ def bench_fixtures(out: Path, repeat: int = 3) -> str:
     """Recording time per MB of transcript on the real fixtures (read + redact + write objects
     into a fresh store; subagent files included in the bytes when the reader picks them up)."""
     from tc_git import trajectory as T
-    from tc_git.store import Store
+    from tc_git.storage.store import Store
 
     rows, total_b, total_t, total_ev = [], 0, 0.0, 0
     for f in sorted(FIXTURES.glob("*.jsonl")):

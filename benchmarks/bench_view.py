@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from test_view_support import CHROMIUM, Browser  # noqa: E402
 
 from tc_git.engine import Engine  # noqa: E402
-from tc_git.view import build  # noqa: E402
+from tc_git.timeline.view import build  # noqa: E402
 
 WORDS = ("parse render store index commit branch diff merge cache tree blob note hook session agent "
          "milestone replay restore drift step verify export bundle remote push pull").split()

@@ -1,10 +1,10 @@
-"""Render the README's benchmark block from the results files, so the README shows what the last
+"""Render the benchmark block of docs/reference.md from the results files, so the README shows what the last
 run measured and nothing else.
 
     python benchmarks/readme.py      # also run by bench_core.py / bench_mcp.py when they write
                                      # benchmarks/results/core.md / mcp.md
 
-Between `<!-- bench: begin -->` and `<!-- bench: end -->` in README.md it writes: where the figures
+Between `<!-- bench: begin -->` and `<!-- bench: end -->` in docs/reference.md it writes: where the figures
 come from (each file's command line, date and load), the largest workspace's table of
 `results/core.md`, the save-time plot, and the goal verdicts of both files.
 """
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-README = HERE.parent / "README.md"
+README = HERE.parent / "docs" / "reference.md"
 BEGIN, END = "<!-- bench: begin -->", "<!-- bench: end -->"
 
 
@@ -54,7 +54,7 @@ def block(core: Path, mcp: Path) -> str:
             lines += [f"{big.lstrip('# ')}:", "", *_table(sec[big]), ""]
         svg = re.search(r"!\[[^\]]*\]\(([^)]+\.svg)\)", text)
         if svg:
-            lines += [f"![save time against workspace size](benchmarks/results/{svg.group(1)})", ""]
+            lines += [f"![save time against workspace size](../benchmarks/results/{svg.group(1)})", ""]
         goals = _table(sec.get("## Goals", []))
         if goals:
             lines += ["Goals (core):", "", *goals, ""]

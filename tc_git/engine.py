@@ -18,16 +18,10 @@ from typing import Any
 
 import pygit2
 
-from . import capture as capture_mod
-from . import restore as restore_mod
-from . import resume as resume_mod
-from . import snapshot as snapshot_mod
-from . import validate
-from .capture import MAX_LIST, Workspace
-from .errors import BadInput, Conflict, Hint, NotFound, TaskClosed, TcError
-from .policy import Policy, validate_excludes
-from .refs import POINTER_FILE, TASKS_PREFIX, task_of_ref
-from .results import (
+from .base import validate
+from .base.errors import BadInput, Conflict, Hint, NotFound, TaskClosed, TcError
+from .base.refs import POINTER_FILE, TASKS_PREFIX, task_of_ref
+from .base.results import (
     BranchResult,
     CaptureResult,
     CheckoutResult,
@@ -52,10 +46,16 @@ from .results import (
     TaskInfo,
     TrajectoryDiffResult,
 )
-from .secrets import redact_fields
-from .store import Store, atomic_write, check_root, locate
-from .timeline import TASK_ID_RE, Entry, Timeline, entry_dict, head_ref, iso, left_out
-from .timeline import status as task_status
+from .storage.store import Store, atomic_write, check_root, locate
+from .timeline import capture as capture_mod
+from .timeline import restore as restore_mod
+from .timeline import resume as resume_mod
+from .timeline.capture import MAX_LIST, Workspace
+from .timeline.chain import TASK_ID_RE, Entry, Timeline, entry_dict, head_ref, iso, left_out
+from .timeline.chain import status as task_status
+from .workspace import snapshot as snapshot_mod
+from .workspace.policy import Policy, validate_excludes
+from .workspace.secrets import redact_fields
 
 # hints of the errors below (errors.Hint: each front end says them in its own words)
 START_TASK = Hint("init", {"name": None}, "start a task with")
@@ -166,7 +166,7 @@ class Engine:
         """Snapshot the workspace under the task's exclude patterns (only `paths`, if given)."""
         return self._ws().snapshot(task, paths)
 
-    journal = None  # the MCP server's change journal for this workspace (tc_git/journal.py)
+    journal = None  # the MCP server's change journal for this workspace (tc_git/workspace/journal.py)
     _git_watched = False  # inside a call whose user-git fingerprint is taken as a whole (_watch_user_git)
     _in_call = False  # inside a public call (_releasing: the store is released when the outer one ends)
 
@@ -414,7 +414,7 @@ class Engine:
 
     def _with_shares(self, tl: Timeline, out: ShowResult) -> ShowResult:
         """Lines added by agent tool calls and by others, where the blame notes say it."""
-        from . import provenance
+        from .timeline import provenance
 
         shares, total = provenance.line_shares(self.repo, tl)
         for d in out["steps"] + out["drifts"]:
@@ -431,7 +431,7 @@ class Engine:
             out.append(entry_dict(tl, e))
             if len(out) >= limit:
                 break
-        from . import provenance
+        from .timeline import provenance
 
         shares, _total = provenance.line_shares(self.repo, tl)
         for d in out:
@@ -588,7 +588,7 @@ class Engine:
         try:
             return tl.find(ident)
         except NotFound as e:
-            from .refs import MILESTONES_PREFIX
+            from .base.refs import MILESTONES_PREFIX
 
             ref = MILESTONES_PREFIX + ident.strip()
             try:
@@ -637,7 +637,7 @@ class Engine:
 
     # ------------------------------------------------------------------ compress
     def compress(self, keep_seconds: int = 604800, minimum: int = 20, maximum: int = 50) -> CompressResult:
-        from .compress import compress_task
+        from .timeline.compress import compress_task
 
         for name, v, lo in (("keep_seconds", keep_seconds, 0), ("minimum", minimum, 0), ("maximum", maximum, 1)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
@@ -1018,7 +1018,7 @@ class Engine:
         """The user-level store (trajectory/userstore.py) seen from this workspace: where the
         hooks record sessions whose directory has no store. None when it does not exist or is
         this engine's own store."""
-        from .recordrules import user_store_path
+        from .base.recordrules import user_store_path
 
         path = user_store_path()
         if not (path / "HEAD").is_file() or os.path.realpath(path) == os.path.realpath(self.store.path):
@@ -1110,18 +1110,18 @@ class Engine:
     def _follow_blame(self, tl: Timeline, oid: pygit2.Oid) -> None:
         """A blamed task's new commit gets its blame note now (provenance.follow); attribution is
         never worth failing a record for: a failure leaves it to the next blame."""
-        from . import provenance
+        from .timeline import provenance
 
         try:
             provenance.follow(self.repo, tl, oid)
         except (pygit2.GitError, KeyError, ValueError, TcError) as e:
-            from .fsutil import store_log
+            from .base.fsutil import store_log
 
             store_log(self.store.path, "server.log", f"blame note of {str(oid)[:12]} left for later: {e}")
 
     def _blame_lines(self, path: str, at: str | None, task_id: str | None):
         """(lines, conversations, point id, commit) of `path` at a point, or in the workspace."""
-        from . import provenance
+        from .timeline import provenance
 
         validate.title(path, "path")
         if at is not None:
@@ -1153,7 +1153,7 @@ class Engine:
         """Who last changed each line of `path`: as the workspace holds it now (lines changed
         since the last record are `workspace`), or at a point (`at`: s0004, d0002, ...);
         `budget`: at most that many bytes of JSON (the rest from `next_start`)."""
-        from . import provenance
+        from .timeline import provenance
 
         validate.integer(start, "start", lo=1)
         validate.integer(limit, "limit", lo=1, hi=100000)
@@ -1164,7 +1164,7 @@ class Engine:
     def why(self, path: str, line: int, at: str | None = None, task_id: str | None = None) -> dict:
         """Why line `line` of `path` is there: its step or drift, and the prompt, the assistant's
         words and the tool call that wrote it (when recorded)."""
-        from . import provenance
+        from .timeline import provenance
 
         validate.integer(line, "line", lo=1)
         rel, lines, convs, where, commit, task = self._blame_lines(path, at, task_id)
@@ -1196,8 +1196,8 @@ class Engine:
     def view(self, task_ids=None, session_ids=None, out: str | None = None) -> dict:
         """Write the self-contained HTML view of tasks and sessions (view.py); default place:
         `<store>/view/`, which no snapshot reads."""
+        from .timeline.view import write_view
         from .trajectory.userstore import project_sessions
-        from .view import write_view
 
         if out is not None:
             out = validate.path_arg(out, "out")
@@ -1218,7 +1218,7 @@ class Engine:
 def _pack_loose(store) -> None:
     """Loose objects packed once they pile up (compress.pack_loose; lazy: read-only commands
     never import it)."""
-    from .compress import pack_loose
+    from .timeline.compress import pack_loose
 
     pack_loose(store)
 
@@ -1239,8 +1239,8 @@ def _watch_user_git(fn):
     def wrapper(self, *args, **kwargs):
         if _env_off("TC_GIT_VERIFY"):
             return fn(self, *args, **kwargs)
-        from . import gitguard
         from .handoff.userrepo import user_gitdir
+        from .timeline import gitguard
 
         gitdir = user_gitdir(self.store)
         if self._git_watched or gitdir is None:  # nested call (import -> restore)
@@ -1291,7 +1291,7 @@ for _name in ("trajectory_log", "checkout", "export_markdown", "trajectory_diff"
 
 def _releasing(fn):
     """At the end of an engine call (not a nested one) the store handle goes back for the next
-    call, and a deferred index write starts (tc_git/handles.py): an MCP tool call builds a new
+    call, and a deferred index write starts (tc_git/storage/handles.py): an MCP tool call builds a new
     engine, and reopening the store parsed the whole private index again (30-60 ms at 50k files)."""
     import functools
 

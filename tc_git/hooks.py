@@ -34,10 +34,16 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .discover import active_task_of, check_user_store, find_workspace, store_dir, untrusted  # stdlib-only: no pygit2
-from .errors import UntrustedStore
-from .jsonsafe import one_line
-from .recordrules import OPT_OUT_FILE, opted_out, record_mode, user_store_path  # noqa: F401  (OPT_OUT_FILE: re-exported)
+from .base.errors import UntrustedStore
+from .base.jsonsafe import one_line
+from .base.recordrules import OPT_OUT_FILE, opted_out, record_mode, user_store_path  # noqa: F401  (OPT_OUT_FILE: re-exported)
+from .storage.discover import (  # stdlib-only: no pygit2
+    active_task_of,
+    check_user_store,
+    find_workspace,
+    store_dir,
+    untrusted,
+)
 
 if TYPE_CHECKING:  # annotations only: the engine (and pygit2) load on first use
     from .engine import Engine
@@ -116,7 +122,7 @@ def locate(cwd: str | None) -> Place | None:
 def log(store: str | None, line: str) -> None:
     """Append one line to `<store>/tc/hooks.log` (rotated at 1 MB); only if the store exists."""
     if store and os.path.isdir(os.path.join(store, "tc")):
-        from .secrets import store_log  # loaded only when there is a store to log into (redacts)
+        from .workspace.secrets import store_log  # loaded only when there is a store to log into (redacts)
 
         store_log(store, LOG_NAME, line)
 
@@ -163,7 +169,7 @@ def tool_call_of(event: dict, agent: str, root: str | None = None) -> dict:
             "paths": [_rel(p, root) for p in paths[:50]]}
     cmd = inp.get("command")
     if tool in SHELL_TOOLS and cmd:
-        from .secrets import redact_text  # a shell command may hold a credential
+        from .workspace.secrets import redact_text  # a shell command may hold a credential
 
         call["command"] = one_line(redact_text(" ".join(cmd) if isinstance(cmd, list) else str(cmd)), 300)
     return {k: v for k, v in call.items() if v not in (None, "", [])}
@@ -227,7 +233,7 @@ def lost_store_hint(cwd: str) -> str | None:
 
 # ------------------------------------------------------------------------------- events
 def on_session_start(event: dict, place: Place, agent: str) -> dict | None:
-    from .handoff_cache import read  # written at every record: no pygit2, no workspace scan
+    from .timeline.handoff_cache import read  # written at every record: no pygit2, no workspace scan
 
     cached = read(place.store, place.task) if place.task else None
     if cached is not None:
@@ -252,7 +258,7 @@ def on_post_tool_use(event: dict, place: Place, agent: str) -> dict | None:
         return None
     call = tool_call_of(event, agent, place.root)
     e = _engine(place, agent, event.get("session_id"))
-    from .errors import TaskClosed
+    from .base.errors import TaskClosed
 
     # an edit tool names the files it wrote: refresh just those (a shell command or an unknown
     # tool may have written anything: the whole workspace)
@@ -366,7 +372,7 @@ def worker(payload: dict) -> int:
         _while_growing(tp, record_once)
     except Exception as exc:
         log(store, f"worker: failed: {type(exc).__name__}: {exc}")
-        from .secrets import redact_text  # (stderr is hooks.log here too)
+        from .workspace.secrets import redact_text  # (stderr is hooks.log here too)
 
         print(redact_text(f"tc-git hook worker: {type(exc).__name__}: {exc}"), file=sys.stderr)
     return 0

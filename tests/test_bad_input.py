@@ -18,8 +18,8 @@ import pytest
 from conftest import clean_env, diff_fingerprints, dir_fingerprint, fsck, tc, write
 from mcp import Client, StdioServerParameters
 
+from tc_git.base.errors import BadInput, TcError, UnsafeRoot
 from tc_git.engine import Engine
-from tc_git.errors import BadInput, TcError, UnsafeRoot
 
 pytestmark = [pytest.mark.usefixtures("fsck_after"),
               pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")]
@@ -260,7 +260,7 @@ def test_deep_nesting_cli_and_engine(task):
 def test_too_deep_error_names_the_directory(tmp_path):
     """Where the machine still refuses depth (libgit2's nesting limit, ENAMETOOLONG, ELOOP), the
     error names the directory and says what to do."""
-    from tc_git import validate
+    from tc_git.base import validate
 
     class Eng:  # what validate.guard reads: the engine's root
         root = tmp_path

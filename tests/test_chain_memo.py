@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import write
 
-from tc_git import timeline
 from tc_git.engine import Engine
+from tc_git.timeline import chain as timeline
 
 pytestmark = pytest.mark.usefixtures("fsck_after")
 

@@ -123,7 +123,7 @@ async def test_saves_captures_and_watcher_under_churn(tmp_path, anyio_backend):
     through the engine API), captures, the drift watcher and the PostToolUse hook, all while
     files and directories are created, rewritten, deleted and renamed underneath them."""
     from tc_git.engine import Engine
-    from tc_git.watch import DriftWatcher
+    from tc_git.mcp.watch import DriftWatcher
 
     ws = _workspace(tmp_path)
     eng = Engine(ws)
@@ -218,8 +218,8 @@ def test_restores_under_churn(tmp_path, monkeypatch, window):
     writer's directory moves land there (a restore used to write into the moved directory: the
     failure 'content it never had' under churn/dN/mNNNN; with this window 2 runs in 6 failed so
     on the old code, tests/test_race_moved.py forces it exactly)."""
-    from tc_git import wsfs
     from tc_git.engine import Engine
+    from tc_git.workspace import wsfs
 
     if window == "widened":
         for name in ("_swap", "_rename"):
@@ -278,7 +278,7 @@ def _note(repo: pygit2.Repository, oid) -> str:
 
 
 def _find_drift(eng, drift_id: str):
-    from tc_git.timeline import Timeline
+    from tc_git.timeline.chain import Timeline
 
     tl = Timeline(eng.repo, eng.store.active_task())
     return tl.find(drift_id).oid
@@ -355,8 +355,8 @@ def tc_cmd() -> list[str]:
 
 def test_vanishing_file_during_read_is_absent_or_old_never_a_crash(tmp_path):
     """The exact failure of issue 17: the file is deleted between the scan and the read."""
-    from tc_git import snapshot as snapshot_mod
     from tc_git.engine import Engine
+    from tc_git.workspace import snapshot as snapshot_mod
 
     ws = tmp_path / "ws"
     for i in range(50):

@@ -27,7 +27,7 @@ import pytest
 from conftest import TRANSCRIPTS, FakeMessages, clean_env, local_http
 
 from tc_git import trajectory as T
-from tc_git.store import Store
+from tc_git.storage.store import Store
 from tc_git.trajectory.sessionfile import write_session
 
 FAKE_KEY = "sk-ant-api03-tc-git-fake-key-for-a-local-server"

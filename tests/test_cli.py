@@ -258,7 +258,7 @@ def test_stores_from_before_restore_ids_and_readable_notes(tmp_path):
     HEAD names a ref that exists, so git fsck says nothing."""
     import json as _json
 
-    from tc_git.timeline import NOTES_REF, Timeline, signature
+    from tc_git.timeline.chain import NOTES_REF, Timeline, signature
 
     ws = tmp_path / "ws"
     ws.mkdir()

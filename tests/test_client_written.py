@@ -42,7 +42,7 @@ from conftest import FakeMessages, FakeResponses, clean_env, first_parent_chain,
 from test_trajectory_fixtures import _check, _lines, claude_counts, codex_counts
 
 from tc_git import trajectory as T
-from tc_git.store import Store
+from tc_git.storage.store import Store
 
 FAKE_KEY = "sk-ant-api03-tc-git-fake-key-for-a-local-server"
 

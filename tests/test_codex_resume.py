@@ -22,7 +22,7 @@ import pytest
 from conftest import TRANSCRIPTS, FakeResponses, local_http, npm_cli
 
 from tc_git import trajectory as T
-from tc_git.store import Store
+from tc_git.storage.store import Store
 from tc_git.trajectory.sessionfile import write_session
 
 PACKAGE = "@openai/codex"

@@ -33,7 +33,7 @@ def _worker(root: str, wid: int, queue) -> None:
                     r = e.capture()
                     results.append(("drift", r["drift_id"], r["commit"], not r["captured"]))
             except Exception as ex:  # noqa: BLE001 - reported to the parent
-                from tc_git.errors import StoreBusy
+                from tc_git.base.errors import StoreBusy
 
                 results.append(("busy" if isinstance(ex, StoreBusy) else "error", repr(ex),
                                 traceback.format_exc(), None))

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from conftest import clean_env, dir_fingerprint, tc, write
 
+from tc_git.base.errors import BadInput, NotFound, TaskClosed, TcError, UnsafeRoot
 from tc_git.engine import Engine
-from tc_git.errors import BadInput, NotFound, TaskClosed, TcError, UnsafeRoot
 
 pytestmark = pytest.mark.usefixtures("fsck_after")
 

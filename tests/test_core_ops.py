@@ -7,8 +7,8 @@ import time
 import pytest
 from conftest import git, tree_state, write
 
+from tc_git.base.errors import NotFound
 from tc_git.engine import Engine
-from tc_git.errors import NotFound
 
 pytestmark = pytest.mark.usefixtures("fsck_after")
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import clean_env, diff_fingerprints, dir_fingerprint, fsck, write
 
+from tc_git.base.refs import EXCLUDE_COMMENT
 from tc_git.engine import Engine
-from tc_git.refs import EXCLUDE_COMMENT
 
 pytestmark = pytest.mark.usefixtures("fsck_after")
 

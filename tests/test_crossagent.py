@@ -24,7 +24,7 @@ from test_codex_resume import SID, _FakeResponses
 from test_codex_resume import _resume as _codex_resume
 
 from tc_git import trajectory as T
-from tc_git.store import Store
+from tc_git.storage.store import Store
 from tc_git.trajectory.sessionfile import claude_lines, codex_lines, for_client, write_session
 
 _RECORDED: dict[str, list[dict]] = {}

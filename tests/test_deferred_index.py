@@ -1,4 +1,4 @@
-"""The private index written after the answer (tc_git/handles.py, issue 14), and store handles
+"""The private index written after the answer (tc_git/storage/handles.py, issue 14), and store handles
 kept between engine calls. Stock git is the judge of every tree (`git_tree`: `git add -A &&
 git write-tree` on a fresh index), real processes hold the lock, a real SIGKILL makes the crash.
 
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import clean_env, fsck, git_tree, write
 
-from tc_git import handles
+from tc_git.storage import handles
 
 
 @pytest.fixture
@@ -126,7 +126,7 @@ def test_handle_kept_between_engines(tmp_path, deferring):
 
 _SAVER = textwrap.dedent("""
     import os, sys, time
-    from tc_git import handles
+    from tc_git.storage import handles
     from tc_git.engine import Engine
     handles.enable()
     eng = Engine(sys.argv[1])
@@ -203,8 +203,8 @@ def test_other_process_capture_waits_for_the_index(tmp_path):
 
 
 def test_failed_snapshot_after_takeover_means_full_scan(tmp_path, deferring, monkeypatch):
-    from tc_git import snapshot
     from tc_git.engine import Engine
+    from tc_git.workspace import snapshot
 
     ws, eng, store = _first_saved(tmp_path)
     write(ws, "d0/f3.txt", b"one\n")
@@ -269,7 +269,8 @@ def test_no_refreshing_scan_pass_while_the_index_is_unwritten(tmp_path, deferrin
 
     from pygit2.enums import DiffOption
 
-    from tc_git import _native, scan
+    from tc_git.storage import _native
+    from tc_git.workspace import scan
 
     monkeypatch.setenv("TC_SCAN_MIN", "10")  # the parallel scan from 10 entries
     ws, eng, store = _first_saved(tmp_path)

@@ -15,8 +15,8 @@ import sys
 import pytest
 from conftest import TC, clean_env, fsck, tc, tc_json, write
 
+from tc_git.base.errors import BadInput, NotFound
 from tc_git.engine import Engine
-from tc_git.errors import BadInput, NotFound
 
 pytestmark = pytest.mark.usefixtures("fsck_after")
 
@@ -135,7 +135,7 @@ def test_moved_and_copied_projects_keep_their_task(tmp_path):
 # file in place (its temporary written, not yet renamed), so a temporary is certainly left.
 _KILLER = r"""
 import os, signal, sys
-from tc_git import wsfs
+from tc_git.workspace import wsfs
 from tc_git.engine import Engine
 seen = set()
 def at_second(orig):
@@ -156,7 +156,7 @@ else:
 
 
 def _temps(ws) -> list[str]:
-    from tc_git.refs import TEMP_RE
+    from tc_git.base.refs import TEMP_RE
 
     return sorted(str(p.relative_to(ws)) for p in ws.rglob("*") if TEMP_RE.fullmatch(p.name)
                   and ".checkpoints" not in p.parts)

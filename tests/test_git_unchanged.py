@@ -8,8 +8,8 @@ import subprocess
 import pytest
 from conftest import clean_env, write
 
-from tc_git import gitguard
 from tc_git.engine import Engine
+from tc_git.timeline import gitguard
 
 pytestmark = pytest.mark.usefixtures("fsck_after")
 
@@ -102,7 +102,7 @@ def test_a_change_during_the_operation_is_reported(repo, monkeypatch):
     """The window is the whole engine call. Fault injection: the real file-writing layer of
     restore, wrapped so that it also plants a hook (what a path-safety bug did before, while
     the import reported unchanged: true). The report must say so."""
-    from tc_git import restore as restore_mod
+    from tc_git.timeline import restore as restore_mod
 
     e = Engine(repo)
     e.init("t")
@@ -126,7 +126,7 @@ def test_export_never_overwrites_a_handoff_and_never_writes_into_git(repo, tmp_p
     the result says where. A destination inside a git directory is refused."""
     import os
 
-    from tc_git.errors import BadInput
+    from tc_git.base.errors import BadInput
 
     e = Engine(repo)
     e.init("t")
@@ -173,7 +173,7 @@ def test_export_cli_says_where_the_handoff_went(repo, tmp_path):
 def test_markdown_out_never_into_a_git_directory(repo):
     import os
 
-    from tc_git.errors import BadInput
+    from tc_git.base.errors import BadInput
 
     e = Engine(repo)
     e.init("t")

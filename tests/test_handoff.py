@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import clean_env, fsck, tc_json, tree_state, write
 
+from tc_git.base.errors import BadInput, Conflict, TcError
 from tc_git.engine import Engine
-from tc_git.errors import BadInput, Conflict, TcError
 
 pytestmark = pytest.mark.usefixtures("fsck_after")
 

@@ -1,4 +1,4 @@
-"""SessionStart prints the handoff written at the last record (tc_git/handoff_cache.py) without
+"""SessionStart prints the handoff written at the last record (tc_git/timeline/handoff_cache.py) without
 loading pygit2; when the task's head moved on without it, the hook resumes the slow way."""
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ import pytest
 from conftest import clean_env
 from mcp import Client, StdioServerParameters
 
-from tc_git import heap
+from tc_git.storage import heap
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; malloc_trim is glibc's")
 
@@ -43,8 +43,9 @@ def test_one_settle_frees_a_dropped_handle_and_its_scan_peer(tmp_path, monkeypat
     export, import or compress) must free both."""
     from conftest import saved_task, write
 
-    from tc_git import handles, scan
     from tc_git.engine import Engine
+    from tc_git.storage import handles
+    from tc_git.workspace import scan
 
     monkeypatch.setenv("TC_GIT", "off")
     monkeypatch.setenv("TC_SCAN_MIN", "1")  # the parallel scan on a small workspace
@@ -81,8 +82,8 @@ def test_drop_idle_waits_for_a_deferred_index_write_and_drops_that_handle(tmp_pa
     must wait for it and drop it, not leave it to come back during the import's peak."""
     from conftest import saved_task, write
 
-    from tc_git import handles
     from tc_git.engine import Engine
+    from tc_git.storage import handles
 
     monkeypatch.setenv("TC_GIT", "off")
     monkeypatch.setenv("TC_INDEX_DELAY", "0.5")  # the write still pending when drop_idle runs
@@ -137,7 +138,7 @@ def _live_repositories() -> int:
 async def test_tool_calls_leave_no_store_handle_behind(tmp_path):
     """With Python's automatic collection off, every call's store handle (a reference cycle)
     would stay; the server's settle after each call frees them."""
-    from tc_git.mcp_server import SETTLE_DELAY, build_server
+    from tc_git.mcp.server import SETTLE_DELAY, build_server
 
     ws = tmp_path / "ws"
     (ws / "src").mkdir(parents=True)
@@ -226,7 +227,7 @@ def test_idle_secrets_engine_is_released_and_comes_back(monkeypatch):
     seconds; the next credential-shaped text loads it again and is still caught."""
     import time
 
-    from tc_git import secrets
+    from tc_git.workspace import secrets
 
     monkeypatch.delenv("TC_SECRETS_ENGINE", raising=False)
     from secret_samples import SAMPLES
@@ -250,7 +251,7 @@ def test_idle_secrets_engine_is_released_and_comes_back(monkeypatch):
 
 _BOUNDED_ROUND_TRIP = r"""
 import os, sys
-from tc_git import _native, heap
+from tc_git.storage import _native, heap
 import pygit2
 own = pygit2.settings.mwindow_size
 limits = heap.bound_libgit2()
@@ -333,8 +334,8 @@ async def test_heavy_calls_drop_other_workspaces_handles(tmp_path):
     """Export, import and compress peak high and need no other workspace's parsed index: the
     server drops the handles kept for other stores first (handles.drop_idle), keeps the call's
     own, and the other workspace's next save opens its store again as usual."""
-    from tc_git import handles
-    from tc_git.mcp_server import build_server
+    from tc_git.mcp.server import build_server
+    from tc_git.storage import handles
 
     roots = []
     for name in ("a", "b"):
@@ -371,7 +372,7 @@ def test_tree_has_answers_as_pygit2_without_keeping_the_name(tmp_path):
     lookups keep a reference to every name asked for (an import's restore asked for 50k)."""
     from conftest import saved_task
 
-    from tc_git import snapshot
+    from tc_git.workspace import snapshot
 
     e = saved_task(tmp_path, {"a/b/c.txt": b"1", "a/d.txt": b"2", "top": b"3", "l/x": b"4"})
     repo = e.repo
@@ -396,8 +397,8 @@ def test_a_restore_keeps_no_reference_to_the_names_it_planned(tmp_path, monkeypa
     MCP server, for its whole life)."""
     from conftest import saved_task
 
-    from tc_git import restore
     from tc_git.engine import Engine
+    from tc_git.timeline import restore
 
     monkeypatch.setenv("TC_GIT", "off")
     src, dst, out = tmp_path / "src", tmp_path / "dst", tmp_path / "out"
@@ -443,8 +444,8 @@ def test_the_handle_a_repack_or_an_import_opened_is_kept_by_the_next_call(tmp_pa
     first save after them) takes it as it is instead of reopening and parsing the index again."""
     from conftest import saved_task, write
 
-    from tc_git import handles
     from tc_git.engine import Engine
+    from tc_git.storage import handles
 
     monkeypatch.setenv("TC_GIT", "off")
     src, dst, out = tmp_path / "src", tmp_path / "dst", tmp_path / "out"
@@ -458,7 +459,7 @@ def test_the_handle_a_repack_or_an_import_opened_is_kept_by_the_next_call(tmp_pa
         return handles._idle.get((handles.key(Engine(ws).store_path), handles.key(ws)), (None,))[0]
 
     def reopens(ws, call) -> int:
-        from tc_git import store as store_mod
+        from tc_git.storage import store as store_mod
 
         n = [0]
         real = store_mod.Store.reopen
@@ -491,7 +492,7 @@ def test_the_handle_a_repack_or_an_import_opened_is_kept_by_the_next_call(tmp_pa
 
 _MMAP_PROBE = r"""
 import ctypes, json, sys
-from tc_git import heap
+from tc_git.storage import heap
 libc = ctypes.CDLL(None)
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
 libc.free.argtypes = [ctypes.c_void_p]

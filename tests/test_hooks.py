@@ -110,7 +110,7 @@ def test_no_store_means_no_output_and_no_store_created(tmp_path):
 
 
 def test_store_without_active_task_does_nothing(ws):
-    from tc_git.store import Store
+    from tc_git.storage.store import Store
 
     Store(store_of(ws), ws.resolve()).set_active_task(None)
     r = run_hook(base(ws, "SessionStart", source="startup"))
@@ -135,7 +135,7 @@ def test_garbage_never_fails_the_agent(stdin, tmp_path):
 
 def test_an_error_exits_0_with_stderr_and_a_log_line(ws):
     """A busy store (another writer holds the lock past the timeout) must not reach the agent."""
-    from tc_git.store import Store
+    from tc_git.storage.store import Store
 
     store = store_of(ws)
     (ws / "src" / "a.py").write_text("print('changed')\n")
@@ -324,8 +324,8 @@ def test_hook_module_imports_neither_mcp_nor_pygit2_when_idle(tmp_path):
     assert r.returncode == 0, r.stderr
     # only stdlib-only modules besides the entry itself: the shared names (refs), the clipping rule
     # (jsonsafe), the recording rules, and the workspace/store locator the CLI uses too (discover, errors)
-    assert eval(r.stdout) == ["tc_git", "tc_git.discover", "tc_git.errors", "tc_git.hooks", "tc_git.jsonsafe",
-                              "tc_git.recordrules", "tc_git.refs"]
+    assert eval(r.stdout) == ["tc_git", "tc_git.base", "tc_git.base.errors",
+                              "tc_git.base.jsonsafe", "tc_git.base.recordrules", "tc_git.base.refs", "tc_git.hooks", "tc_git.storage", "tc_git.storage.discover"]
 
 
 def test_hooks_and_engine_find_the_same_store(tmp_path, monkeypatch):
@@ -396,7 +396,8 @@ def test_locate_never_treats_home_or_root_as_a_workspace(tmp_path, monkeypatch):
 
 
 def test_hooks_log_rotates(ws, monkeypatch):
-    from tc_git import fsutil, hooks
+    from tc_git import hooks
+    from tc_git.base import fsutil
 
     monkeypatch.setattr(fsutil, "LOG_MAX_BYTES", 200)  # the shared log helper's threshold
     store = str(store_of(ws))
@@ -540,7 +541,7 @@ def test_every_hook_in_a_directory_without_a_store(tmp_path, name):
 def test_pre_compact_follows_the_recording_rules(tmp_path, ws):
     """TC_RECORD=off and the opt-out file stop PreCompact too; a workspace store without an active
     task records there (a milestone with no code link), not in the user-level store."""
-    from tc_git.store import Store
+    from tc_git.storage.store import Store
 
     plain = tmp_path / "proj"
     plain.mkdir()

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import TC, TRANSCRIPTS, clean_env, fsck, write
 
+from tc_git.base.validate import SystemFault
 from tc_git.engine import Engine
-from tc_git.validate import SystemFault
 
 LEFT = 64 << 10
 

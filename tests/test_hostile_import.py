@@ -23,9 +23,9 @@ import pytest
 from conftest import TC, clean_env, fsck, git, tree_state, write
 from test_trust_paths import add_step
 
-from tc_git import pathsafe
+from tc_git.base.errors import BadInput, TcError
 from tc_git.engine import Engine
-from tc_git.errors import BadInput, TcError
+from tc_git.workspace import pathsafe
 
 
 def deep_chain(store: Path, depth: int) -> str:

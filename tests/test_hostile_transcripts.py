@@ -22,8 +22,8 @@ from conftest import TC, TRANSCRIPTS, clean_env, fsck, git, tc
 from mcp import Client, StdioServerParameters
 from test_hostile_import import peak_rss_kib
 
+from tc_git.base.errors import BadInput
 from tc_git.engine import Engine
-from tc_git.errors import BadInput
 
 CLAUDE = TRANSCRIPTS / "claude-drmaciver-1.jsonl"
 GEMINI = Path(__file__).parent / "fixtures" / "foreign" / "gemini-cli-session.json"

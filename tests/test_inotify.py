@@ -1,4 +1,4 @@
-"""tc_git/inotify.py on its own: which paths a burst of real file-system changes delivers (the
+"""tc_git/workspace/inotify.py on its own: which paths a burst of real file-system changes delivers (the
 change journal's input), read up to the barrier by `sync`. Real inotify, real directories."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tc_git import inotify
+from tc_git.workspace import inotify
 
 pytestmark = pytest.mark.skipif(not inotify.available(), reason="no native inotify here (Linux, TC_NATIVE on)")
 

@@ -27,7 +27,7 @@ class Watched:
 
     def __init__(self, ws: Path):
         from tc_git.engine import Engine
-        from tc_git.watch import DriftWatcher
+        from tc_git.mcp.watch import DriftWatcher
 
         self.ws = ws
         self.eng = Engine(ws)
@@ -53,7 +53,7 @@ class Watched:
         return tree, "journal" if self.journal.refreshes > before else "full"
 
     def stop(self):
-        from tc_git import handles
+        from tc_git.storage import handles
 
         self.watcher.stop()
         # an index write deferred past the last save's answer (handles.py, on while a watcher
@@ -71,8 +71,8 @@ def small_workspace(ws: Path, files: int = 12, dirs: int = 3) -> Path:
 
 @pytest.fixture(params=["native", "watchdog"])
 def watched(tmp_path, request, monkeypatch):
-    """Notifications read by tc_git/inotify.py (Linux), or by watchdog (the portable fallback)."""
-    from tc_git import inotify
+    """Notifications read by tc_git/workspace/inotify.py (Linux), or by watchdog (the portable fallback)."""
+    from tc_git.workspace import inotify
 
     if request.param == "watchdog":
         monkeypatch.setenv("TC_INOTIFY", "off")
@@ -181,7 +181,7 @@ def test_journal_used_and_correct(watched):
 
 def _smudged(w: Watched) -> list[str]:
     """Index entries stock git reads with a zero mtime ("racily clean": hashed by every diff)."""
-    from tc_git import handles
+    from tc_git.storage import handles
 
     handles.flush_all()  # (the index write deferred past the save)
     out = subprocess.run(["git", f"--git-dir={w.eng.store.path}", f"--work-tree={w.ws}", "ls-files", "--debug"],
@@ -200,7 +200,8 @@ def test_journal_saves_refresh_what_they_smudged(watched, monkeypatch):
     diff hashes it); a journal save never rescans an unchanged file, so such entries used to stay
     smudged for the server's life and every resume hashed all of them. The journal now carries
     them and a save once RACY_NS has passed refreshes their stat data: no new edit, same tree."""
-    from tc_git import _native, snapshot
+    from tc_git.storage import _native
+    from tc_git.workspace import snapshot
 
     # (TC_NATIVE=off, .ci/run's second pass: entries carry no stat data at all, so every one
     # reads as zero-mtime and there is nothing to carry; the trees must still be right)
@@ -258,7 +259,7 @@ def test_overflow_means_full_scan(watched):
 
 
 def test_too_many_paths_means_full_scan(watched, monkeypatch):
-    from tc_git import journal
+    from tc_git.workspace import journal
 
     watched.save()
     monkeypatch.setattr(journal, "MAX_PATHS", 5)
@@ -296,7 +297,7 @@ def test_store_outside_the_workspace_is_never_journalled(tmp_path):
 
 
 def test_late_notifications_mean_full_scan(watched, monkeypatch):
-    from tc_git import journal
+    from tc_git.workspace import journal
 
     watched.save()
     j = watched.journal
@@ -313,7 +314,7 @@ def test_renames_across_the_workspace_edge_and_short_pairing(watched, tmp_path):
     workspace, one moved in) still reach the journal as a deletion and a creation."""
     from watchdog import version
 
-    from tc_git import watch
+    from tc_git.mcp import watch
 
     if version.VERSION_MAJOR == 7 and not watched.watcher.native:  # (natively: renames are not paired)
         from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
@@ -332,7 +333,7 @@ def test_renames_across_the_workspace_edge_and_short_pairing(watched, tmp_path):
 
 
 def _native_watched(tmp_path) -> Watched:
-    from tc_git import inotify
+    from tc_git.workspace import inotify
 
     if not inotify.available():
         pytest.skip("no native inotify here")
@@ -383,7 +384,7 @@ def test_native_watch_limit_means_no_journal(tmp_path, monkeypatch):
     that had none. (tests/test_watch_limit.py: the same under a real kernel limit.)"""
     import errno
 
-    from tc_git import inotify, journal
+    from tc_git.workspace import inotify, journal
 
     w = _native_watched(tmp_path)
     try:

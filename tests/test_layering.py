@@ -1,8 +1,9 @@
 """Import layering of tc_git, read from the source with `ast` (module-level and function-level imports).
 
-Calls go down only: front ends -> engine -> domain -> policy -> storage/native -> base. A module may
+Calls go down only: front ends (cli/, mcp/, hooks) -> engine -> code history (timeline/,
+handoff/) -> conversation (trajectory/) -> workspace/ -> storage/ -> base/. A module may
 import its own layer or any layer below, never one above; the import graph has no cycle; only
-mcp_server imports `mcp`; the hook entry starts without `mcp` and `pygit2`. docs/architecture.md
+mcp.server imports `mcp`; the hook entry starts without `mcp` and `pygit2`. docs/architecture.md
 shows the same table (checked below), so the diagram stays drawn from the real imports.
 """
 from __future__ import annotations
@@ -20,22 +21,20 @@ DOC = ROOT / "docs" / "architecture.md"
 
 # Top to bottom. Names are relative to tc_git; "trajectory.*" is every module of that package.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("front ends", ["__main__", "cli", "cli.*", "userfiles", "watch", "mcp_fast", "mcp_server", "mcp_models", "mcp_wire",
-                    "hooks"]),
+    ("front ends", ["__main__", "cli", "cli.*", "mcp", "mcp.*", "hooks"]),
     ("engine", ["engine"]),
-    ("domain", ["timeline", "capture", "snapshot", "restore", "compress", "resume", "handoff", "handoff.*", "handoff_cache", "provenance",
-                "view", "diffstat", "gitguard", "journal", "trajectory", "trajectory.*"]),
-    ("policy", ["policy", "secrets"]),
-    ("storage/native", ["store", "discover", "bundle", "packs", "mempack", "packwriter", "savepack", "_native", "wsfs", "pathsafe",
-                        "scan", "indexfile", "lockfile", "heap", "handles", "inotify"]),
-    ("base", ["__init__", "errors", "refs", "recordrules", "validate", "jsonsafe", "fsutil", "results"]),
+    ("code history", ["timeline", "timeline.*", "handoff", "handoff.*"]),
+    ("conversation", ["trajectory", "trajectory.*"]),
+    ("workspace", ["workspace", "workspace.*"]),
+    ("storage", ["storage", "storage.*"]),
+    ("base", ["__init__", "base", "base.*"]),
 ]
 
 # Known violations, each a (importer, imported) edge with the reason it is still there. The list may
 # only shrink: a new violation fails the test, and so does an entry that no longer occurs.
 ALLOWED: dict[tuple[str, str], str] = {}
 
-THIRD_PARTY_ONLY_IN = {"mcp": {"mcp_server"}}
+THIRD_PARTY_ONLY_IN = {"mcp": {"mcp.server"}}
 
 
 def _modules() -> dict[str, Path]:
@@ -109,7 +108,7 @@ def _internal_edges():
 def test_every_module_has_a_layer():
     missing = sorted(n for n in MODULES if _layer_of(n) is None)
     assert not missing, f"put these modules in LAYERS (and in docs/architecture.md): {missing}"
-    assert set(MODULES) >= {"engine", "cli", "mcp_server", "hooks", "refs", "store"}  # the walk found the code
+    assert set(MODULES) >= {"engine", "cli", "mcp.server", "hooks", "base.refs", "storage.store"}  # the walk found the code
 
 
 def test_no_import_calls_up():
@@ -151,11 +150,11 @@ def test_third_party_boundaries():
                  for a, deps in GRAPH.items() if "!" + lib in deps and a not in owners)
     assert not bad, bad
     # refs is the names everyone (the hook entry too) shares: stdlib only
-    assert not {d for d in GRAPH["refs"] if d.startswith("!")} - {"!__future__", "!re"}
+    assert not {d for d in GRAPH["base.refs"] if d.startswith("!")} - {"!__future__", "!re"}
 
 
 def test_hook_entry_starts_without_mcp_and_pygit2():
-    code = ("import sys, json, tc_git.hooks, tc_git.refs, tc_git.pathsafe; "
+    code = ("import sys, json, tc_git.hooks, tc_git.base.refs, tc_git.workspace.pathsafe; "
             "print(json.dumps(sorted(m for m in ('mcp', 'pygit2', 'pydantic', 'anyio') if m in sys.modules)))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 0, r.stderr
@@ -185,29 +184,36 @@ def doc_table_text() -> str:
 # The diagram in docs/architecture.md: every module (a package as one) and the modules it imports
 # from the layers below base (everyone may use base), one line each, layer by layer. Regenerate
 # with `python tests/test_layering.py` after an import changes.
-PACKAGES = ("cli", "handoff", "trajectory")
+PACKAGES = ("cli", "mcp", "handoff", "trajectory")
 
 
 def _unit(name: str) -> str:
     return next((p for p in PACKAGES if name == p or name.startswith(p + ".")), name)
 
 
+def _is_base(name: str) -> bool:
+    return name in ("__init__", "base") or name.startswith("base.")
+
+
 def diagram_text() -> str:
-    base = set(LAYERS[-1][1])
+    """Layer by layer, each module (a front-end, handoff or trajectory package as one) and what it
+    imports outside base; a package's empty __init__ is not listed."""
     deps: dict[str, set[str]] = {}
     for a, bs in GRAPH.items():
-        deps.setdefault(_unit(a), set()).update(
-            _unit(b) for b in bs if not b.startswith("!") and b != "__init__" and _unit(b) != _unit(a))
+        if not _is_base(a):
+            deps.setdefault(_unit(a), set()).update(
+                _unit(b) for b in bs if not b.startswith("!") and not _is_base(b) and _unit(b) != _unit(a))
     lines = []
-    for title, names in LAYERS[:-1]:
+    for i, (title, _names) in enumerate(LAYERS[:-1]):
         lines.append(title)
-        for unit in sorted({_unit(n[:-2] if n.endswith(".*") else n) for n in names}):
-            if unit in deps:
-                below = " ".join(sorted(d for d in deps[unit] if d not in base))
-                lines.append(f"  {unit:<14} -> {below or '(base only)'}".rstrip())
-    lines.append(f"{LAYERS[-1][0]} (stdlib only; every layer uses it): {' '.join(LAYERS[-1][1])}")
+        units = sorted({_unit(m) for m in MODULES if _layer_of(m) == i
+                        and not (MODULES[m].name == "__init__.py" and _unit(m) == m and not deps.get(m))})
+        for unit in units:
+            below = " ".join(sorted(deps.get(unit, ())))
+            lines.append(f"  {unit:<22} -> {below or '(base only)'}".rstrip())
+    lines.append(f"{LAYERS[-1][0]} (stdlib only; every layer uses it): "
+                 + " ".join(sorted(m for m in MODULES if _is_base(m) and m != "__init__")))
     return "\n".join(lines) + "\n"
-
 
 def test_doc_diagram_matches_the_imports():
     text = DOC.read_text(encoding="utf-8")

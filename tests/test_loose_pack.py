@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 from conftest import git, write
 
-from tc_git import compress
 from tc_git.engine import Engine
+from tc_git.timeline import compress
 
 pytestmark = pytest.mark.usefixtures("fsck_after")
 

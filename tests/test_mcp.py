@@ -19,8 +19,8 @@ from conftest import tree_state, write
 from mcp import Client
 from mcp.types import ListRootsResult, Root
 
-from tc_git.mcp_server import build_server
-from tc_git.store import Store
+from tc_git.mcp.server import build_server
+from tc_git.storage.store import Store
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
               pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")]
@@ -71,7 +71,7 @@ async def call(c, tool, /, **args):
 
 # ------------------------------------------------------------------------------- listing
 async def test_tools_list_names_annotations_schemas(server):
-    from tc_git.mcp_server import FREE_FORM_RESULTS
+    from tc_git.mcp.server import FREE_FORM_RESULTS
 
     async with client(server) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
@@ -429,7 +429,7 @@ def test_unencodable_result_becomes_an_error():
     """The last-resort guard: a result the stdio writer cannot encode is an isError result."""
     from mcp.types import CallToolResult, TextContent
 
-    from tc_git.mcp_server import _encodable, error_code
+    from tc_git.mcp.server import _encodable, error_code
 
     bad = CallToolResult(content=[TextContent(type="text", text="caf\udce9")])
     r = _encodable("tc_x", bad)

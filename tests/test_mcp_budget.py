@@ -10,7 +10,7 @@ import os
 import pytest
 from mcp import Client
 
-from tc_git.mcp_server import WIRE_BUDGET, build_server
+from tc_git.mcp.server import WIRE_BUDGET, build_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
               pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")]

@@ -1,4 +1,4 @@
-"""Fast start (tc_git/mcp_fast.py): once a full start has written the cache, `initialize`, `ping`
+"""Fast start (tc_git/mcp/fast.py): once a full start has written the cache, `initialize`, `ping`
 and `tools/list` are answered before the MCP SDK is imported, byte-for-byte what the full server
 answers, and the first other request hands the session to the real server."""
 from __future__ import annotations
@@ -110,7 +110,7 @@ def test_fast_start_answers_the_current_sdk_client_like_the_full_server(env, tmp
 def test_fast_start_does_not_wait_for_the_sdk(env, tmp_path):
     """With the SDK import blocked, initialize, ping and tools/list are still answered."""
     session(env, tmp_path, fast=False)
-    code = ("import threading, sys; from tc_git import mcp_fast; "
+    code = ("import threading, sys; from tc_git.mcp import fast as mcp_fast; "
             "mcp_fast.FastFront._import_server = lambda self: threading.Event().wait(); "
             "mcp_fast.main([])")
     w = Wire([sys.executable, "-c", code], dict(env, TC_MCP_FAST="on"), tmp_path)

@@ -11,7 +11,7 @@ import pytest
 from conftest import clean_env, tree_state
 from mcp import Client, StdioServerParameters
 
-from tc_git import jsonsafe
+from tc_git.base import jsonsafe
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
               pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")]

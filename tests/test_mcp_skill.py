@@ -31,7 +31,7 @@ def test_skill_md_format_and_packaged_copy():
     for must in ("tc_resume", "tc_init", "tc_save", "conclusion", "next", "apply", "recovered", "secret"):
         assert must in root, must
     # every tool the skill names exists on the server
-    from tc_git.mcp_server import build_server
+    from tc_git.mcp.server import build_server
 
     names = {t.name for t in build_server(watch=False)._tool_manager.list_tools()}
     assert set(re.findall(r"\btc_[a-z]+\b", root)) <= names

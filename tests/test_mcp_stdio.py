@@ -168,7 +168,7 @@ async def test_bad_inputs_over_stdio_server_keeps_answering(tmp_path):
         # the store busy: another process holds the lock
         holder = subprocess.Popen(
             [sys.executable, "-c",
-             "import sys, time, pathlib; from tc_git.store import Store\n"
+             "import sys, time, pathlib; from tc_git.storage.store import Store\n"
              f"s = Store(pathlib.Path({str(ws / '.checkpoints')!r}), pathlib.Path({root!r}))\n"
              "with s.lock():\n    print('held', flush=True); time.sleep(30)\n"],
             stdout=subprocess.PIPE, env=clean_env())

@@ -12,9 +12,9 @@ import pytest
 from conftest import tc, tree_state, write
 from mcp import Client
 
+from tc_git.base.errors import ACTIONS, Hint
 from tc_git.cli.app import hint_command
-from tc_git.errors import ACTIONS, Hint
-from tc_git.mcp_server import build_server, hint_call
+from tc_git.mcp.server import build_server, hint_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
               pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")]

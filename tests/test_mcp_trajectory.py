@@ -12,7 +12,7 @@ import pytest
 from conftest import write
 from mcp import Client
 
-from tc_git.mcp_server import build_server
+from tc_git.mcp.server import build_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
               pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")]

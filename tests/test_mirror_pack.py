@@ -8,8 +8,8 @@ import subprocess
 import pytest
 from conftest import clean_env, fsck
 
-from tc_git import _native
 from tc_git.engine import Engine
+from tc_git.storage import _native
 
 N = 300  # files: enough that the whole tree again would show in the object counts
 
@@ -97,7 +97,7 @@ def test_native_mirror_streams_its_pack(tmp_path, monkeypatch):
 
     import pygit2
 
-    from tc_git import packs
+    from tc_git.storage import packs
 
     monkeypatch.delenv("TC_NATIVE", raising=False)
     if not (_native.has(_native.PACK) and _native.has(_native.INDEXER)):

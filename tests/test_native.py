@@ -1,4 +1,4 @@
-"""The native boundary (tc_git/_native.py): everything below pygit2's public API.
+"""The native boundary (tc_git/storage/_native.py): everything below pygit2's public API.
 
 - found through pygit2 itself and checked by capability (symbols + a self-test of the struct
   layouts we declare), not by libgit2's version;
@@ -19,9 +19,9 @@ import sys
 import pytest
 from conftest import clean_env
 
-from tc_git import _native
+from tc_git.storage import _native
 
-PROBE = "import json; from tc_git import _native; print(json.dumps(_native.report()))"
+PROBE = "import json; from tc_git.storage import _native; print(json.dumps(_native.report()))"
 
 
 def _run(code: str, **env) -> str:
@@ -55,7 +55,7 @@ def test_clean_env_keeps_the_native_switch(monkeypatch):
 
 LAZY = r"""
 import json, tempfile
-from tc_git import _native
+from tc_git.storage import _native
 made = []
 real = tempfile.mkdtemp
 tempfile.mkdtemp = lambda *a, **k: made.append(k.get("prefix")) or real(*a, **k)
@@ -81,7 +81,7 @@ def test_self_tests_run_when_their_capability_is_asked_for():
 
 BROKEN = r"""
 import ctypes, json, sys
-from tc_git import _native
+from tc_git.storage import _native
 what = sys.argv[1]
 if what == "symbol":
     _native._SYMBOLS[_native.MEMPACK] += ("git_no_such_function",)
@@ -253,7 +253,7 @@ def test_nothing_else_goes_below_pygit2s_public_api():
             for n in names:
                 if n.split(".")[0] in ("ctypes", "cffi", "_cffi_backend") or n.startswith(("pygit2.ffi", "pygit2._")):
                     found.append(f"{rel}:{node.lineno}: import {n}")
-    assert found == [], "below pygit2's public API outside tc_git/_native.py:\n" + "\n".join(found)
+    assert found == [], "below pygit2's public API outside tc_git/storage/_native.py:\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize("native", ["on", "off"])
@@ -261,8 +261,8 @@ def test_ignore_rules_hold_for_names_that_are_not_utf8(tmp_path, monkeypatch, na
     """pygit2 takes only UTF-8 paths; a name that is not (latin-1 from an old archive) is judged
     by the native call, or without it as if each stray byte were any character: `*.log`,
     `build/` and `.env*` rules still keep such files out of the store on every refresh path."""
-    from tc_git import _native
     from tc_git.engine import Engine
+    from tc_git.storage import _native
 
     monkeypatch.setenv("TC_NATIVE", native)
     ws = tmp_path / "ws"

@@ -17,7 +17,7 @@ import pytest
 from conftest import clean_env, fsck
 from test_savepack import _store_with_small_packs
 
-from tc_git import _native, savepack
+from tc_git.storage import _native, savepack
 
 SIG = pygit2.Signature("t", "t@example.com", 0, 0)
 

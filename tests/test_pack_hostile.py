@@ -24,8 +24,8 @@ import pytest
 from conftest import clean_env, fsck
 from test_savepack import _packs, _store_with_small_packs
 
-from tc_git import savepack
-from tc_git.packwriter import _REC, _index_v2, object_header
+from tc_git.storage import savepack
+from tc_git.storage.packwriter import _REC, _index_v2, object_header
 
 FIRST = "pack-" + "0" * 40  # sorts before every real pack name
 
@@ -162,7 +162,7 @@ def test_git_delta_pack_and_a_fifo_are_left_alone(store, tmp_path):
     shutil.copy(delta.with_suffix(".idx"), fifo.with_suffix(".idx"))
     os.mkfifo(fifo.with_suffix(".pack"))
     # in a child process: a regression would block in open() forever
-    r = subprocess.run([sys.executable, "-c", "import sys, pygit2; from tc_git import savepack; "
+    r = subprocess.run([sys.executable, "-c", "import sys, pygit2; from tc_git.storage import savepack; "
                         "print(savepack.consolidate(pygit2.Repository(sys.argv[1]), max_small=1))", str(s)],
                        capture_output=True, timeout=120, env=clean_env())
     assert r.returncode == 0 and r.stdout.strip() == b"4", r.stderr.decode()

@@ -13,7 +13,7 @@ import pygit2
 import pytest
 from conftest import clean_env
 
-from tc_git import packwriter
+from tc_git.storage import packwriter
 
 
 @pytest.mark.parametrize("deflate", ["isal", "zlib"])
@@ -235,7 +235,7 @@ def test_first_snapshot_keeps_libgit2s_object_check_on(tmp_path, tc_env_clean, m
     thread of the server ran without it. Checked from inside the first snapshot's last stretch
     (the marker cleared after its index and tree are written), and on the route that leaves a
     name to libgit2 (`git~1`)."""
-    from tc_git import handles
+    from tc_git.storage import handles
 
     seen = []
     real = handles.clear_marker
@@ -263,8 +263,8 @@ def test_first_snapshot_smudges_only_what_changed_after_its_fence(tmp_path, tc_e
     tick) is still seen by the next save, whose tree is stock git's."""
     from conftest import git_tree
 
-    from tc_git import _native
     from tc_git.engine import Engine
+    from tc_git.storage import _native
 
     ws = tmp_path / "ws"
     for i in range(120):

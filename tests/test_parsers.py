@@ -16,10 +16,10 @@ import pygit2
 import pytest
 from conftest import clean_env, git
 
-from tc_git import bundle, packs
-from tc_git.errors import BadInput
+from tc_git.base.errors import BadInput
 from tc_git.handoff import quarantine as qmod
-from tc_git.store import Store
+from tc_git.storage import bundle, packs
+from tc_git.storage.store import Store
 
 
 def _repo_with_history(root: Path, commits: int = 3) -> tuple[Path, list[str]]:

@@ -11,8 +11,8 @@ import tracemalloc
 import pygit2
 import pytest
 
-from tc_git import restore
-from tc_git.restore import Joined, Plan, Rows, make_plan, paths_of, without
+from tc_git.timeline import restore
+from tc_git.timeline.restore import Joined, Plan, Rows, make_plan, paths_of, without
 
 
 def _ids(repo, n):

@@ -125,7 +125,7 @@ def test_exclude_patterns_single_segment_and_with_slash(ws):
 
 @pytest.mark.parametrize("bad", ["../x", "a/../b", "~/x", "!keep", "", "a\nb", "C:\\x"])
 def test_bad_exclude_patterns_are_refused(ws, bad):
-    from tc_git.errors import BadInput
+    from tc_git.base.errors import BadInput
 
     with pytest.raises(BadInput):
         Engine(ws).init("t", exclude=[bad])

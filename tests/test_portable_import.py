@@ -95,8 +95,8 @@ def test_every_module_imports_without_posix_only_modules():
     assert out["failed"] == {}, out["failed"]
     assert out["control"] == "blocked"
     # the walk really covered the package, the engine, the store and both front ends included
-    for m in ("tc_git.store", "tc_git.lockfile", "tc_git.engine", "tc_git.cli", "tc_git.mcp_server",
-              "tc_git.hooks", "tc_git.wsfs", "tc_git._native"):
+    for m in ("tc_git.storage.store", "tc_git.storage.lockfile", "tc_git.engine", "tc_git.cli", "tc_git.mcp.server",
+              "tc_git.hooks", "tc_git.workspace.wsfs", "tc_git.storage._native"):
         assert m in out["ok"], (m, out["ok"])
     assert "O_DIRECTORY" in out["removed"] and "fchmod" in out["removed"]
     # every module file of the package was imported (nothing skipped by the walk)
@@ -111,11 +111,11 @@ def test_every_module_imports_without_posix_only_modules():
 
 def test_lock_waits_then_store_busy_and_releases(tmp_path):
     """The lock interface: a second holder waits, then gets Busy; a dead holder frees it."""
-    from tc_git import lockfile
+    from tc_git.storage import lockfile
 
     path = tmp_path / "lock"
     holder = subprocess.Popen([sys.executable, "-c",
-                               "import sys, time; from tc_git import lockfile; "
+                               "import sys, time; from tc_git.storage import lockfile; "
                                f"fd = lockfile.acquire({str(path)!r}, 5); print('held', flush=True); "
                                "time.sleep(30)"], stdout=subprocess.PIPE, env=clean_env())
     try:

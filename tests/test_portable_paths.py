@@ -15,7 +15,8 @@ import sys
 import pytest
 from conftest import clean_env
 
-from tc_git import fsutil, pathsafe, wsfs
+from tc_git.base import fsutil
+from tc_git.workspace import pathsafe, wsfs
 
 
 def test_atomic_write_without_fchmod(tmp_path, monkeypatch):
@@ -79,7 +80,7 @@ def test_wsfs_path_ops_write_replace_delete_and_refuse_links(tmp_path, monkeypat
 
 ROUND = r"""
 import os, sys
-from tc_git import snapshot
+from tc_git.workspace import snapshot
 snapshot._READ_FLAGS = os.O_RDONLY  # Windows: no O_NOFOLLOW, no O_NONBLOCK
 from tc_git.engine import Engine
 ws = sys.argv[1]

@@ -294,7 +294,7 @@ async def test_tc_blame_over_mcp_stays_within_8_kb(tmp_path, tc_env_clean):
     from mcp import Client
 
     from tc_git.engine import Engine
-    from tc_git.mcp_server import build_server
+    from tc_git.mcp.server import build_server
 
     root = tmp_path / "ws"
     root.mkdir()

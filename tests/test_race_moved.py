@@ -17,8 +17,10 @@ import pygit2
 import pytest
 from conftest import fsck, write
 
-from tc_git import _native, restore, wsfs
 from tc_git.engine import Engine
+from tc_git.storage import _native
+from tc_git.timeline import restore
+from tc_git.workspace import wsfs
 
 
 @pytest.fixture(autouse=True, params=["one writer", "two writers"])

@@ -11,9 +11,9 @@ import os
 import pytest
 from conftest import fsck, write
 
-from tc_git import snapshot as snapshot_mod
-from tc_git import wsfs
 from tc_git.engine import Engine
+from tc_git.workspace import snapshot as snapshot_mod
+from tc_git.workspace import wsfs
 
 
 def _tmp_name(name: str) -> bool:

@@ -30,9 +30,10 @@ import threading
 import pytest
 from conftest import clean_env, write
 
-from tc_git import capture, handles, store
 from tc_git.engine import Engine
 from tc_git.handoff import userrepo
+from tc_git.storage import handles, store
+from tc_git.timeline import capture
 
 pytestmark = pytest.mark.skipif(sys.getrefcount(None) >= 1 << 30,
                                 reason="None is immortal here (Python 3.12+): its count never moves")

@@ -77,7 +77,7 @@ def test_a_file_rewritten_after_its_restore_is_snapshotted_as_it_is(tmp_path, mo
     (the fence is the last step before it): the restore commit's tree is then not the target's
     but what is on disk, as stock git reads it."""
     monkeypatch.setenv("TC_GIT", "off")
-    from tc_git import restore
+    from tc_git.timeline import restore
 
     ws = tmp_path / "ws"
     e = saved_task(ws, {f"d{i % 3}/f{i}.txt": f"v1 {i}\n".encode() for i in range(12)}, "race")
@@ -106,7 +106,7 @@ def test_a_plan_entry_naming_a_tree_fails_that_path_only(tmp_path, monkeypatch):
     """apply_plan reads each blob straight from the object database: an id that names another
     kind of object (a tampered tree) fails that path, with the reason; the rest is written."""
     monkeypatch.setenv("TC_GIT", "off")
-    from tc_git import restore
+    from tc_git.timeline import restore
     ws = tmp_path / "ws"
     e = saved_task(ws, {"a.txt": b"a\n", "d/b.txt": b"b\n"}, "kinds")
     repo = pygit2.Repository(str(e.store.path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)

@@ -19,8 +19,10 @@ import pygit2
 import pytest
 from conftest import git_tree, write
 
-from tc_git import _native, restore, snapshot
-from tc_git.journal import index_marker
+from tc_git.storage import _native
+from tc_git.timeline import restore
+from tc_git.workspace import snapshot
+from tc_git.workspace.journal import index_marker
 
 needs_stat = pytest.mark.skipif(not _native.has(_native.INDEX_STAT),
                                 reason="index entries carry stat data only with the native index calls")

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_journal import OPS, Watched, apply, small_workspace
 
-from tc_git import snapshot
+from tc_git.workspace import snapshot
 
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
 
@@ -97,7 +97,7 @@ def test_untrusted_journal_after_the_writes(tmp_path, monkeypatch, when):
     ws, w = _two_steps(tmp_path)
     try:
         eng = _engine(w)
-        from tc_git import restore as restore_mod
+        from tc_git.timeline import restore as restore_mod
 
         real_apply, real_begin = restore_mod.apply_plan, w.journal.begin
 
@@ -214,8 +214,8 @@ def test_another_process_writing_during_a_restore_is_seen(tmp_path, monkeypatch,
     import subprocess
     import sys
 
-    from tc_git import inotify
-    from tc_git import restore as restore_mod
+    from tc_git.timeline import restore as restore_mod
+    from tc_git.workspace import inotify
 
     if not native:
         monkeypatch.setenv("TC_INOTIFY", "off")
@@ -274,7 +274,7 @@ def test_files_swapped_unless_notifications_are_slow(tmp_path, monkeypatch, nati
     """Under watchdog (each notification handled in Python on its threads) a restore renames
     files over (a swap is two more notifications per file); read natively, it swaps them as
     without a watcher. Either way the journal's trees equal stock git's."""
-    from tc_git import inotify, wsfs
+    from tc_git.workspace import inotify, wsfs
 
     if not native:
         monkeypatch.setenv("TC_INOTIFY", "off")

@@ -12,8 +12,8 @@ import stat
 import pytest
 from conftest import fsck, git_tree, write
 
-from tc_git import restore
 from tc_git.engine import Engine
+from tc_git.timeline import restore
 
 
 def _state(ws) -> dict:
@@ -96,7 +96,7 @@ def test_two_writers_restore_what_one_restores(tmp_path, monkeypatch, layer):
 def test_failures_are_reported_in_plan_order(tmp_path, monkeypatch):
     """Paths a thread cannot write (kept: unrestorable; failed: an error) are reported as one
     thread reports them, in the plan's order, whichever thread met them."""
-    from tc_git import wsfs
+    from tc_git.workspace import wsfs
 
     monkeypatch.setattr(restore, "PARALLEL_MIN", 4)
     real = wsfs.Workspace.write

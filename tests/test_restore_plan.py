@@ -13,9 +13,9 @@ import pygit2
 from conftest import random_tree
 from pygit2.enums import FileMode
 
-from tc_git import savepack
-from tc_git.restore import plan_deltas
-from tc_git.snapshot import _INEXACT, Snapshot, patch_tree, tree_deltas
+from tc_git.storage import savepack
+from tc_git.timeline.restore import plan_deltas
+from tc_git.workspace.snapshot import _INEXACT, Snapshot, patch_tree, tree_deltas
 
 NAMES = ["a", "a-b", "a.txt", "b", "x", "é", "z"]
 MODES = [FileMode.BLOB, FileMode.BLOB, FileMode.BLOB_EXECUTABLE, FileMode.LINK]

@@ -19,8 +19,8 @@ import pygit2
 import pytest
 from conftest import fsck, git, git_tree, write
 
-from tc_git import restore as restore_mod
-from tc_git import snapshot, wsfs
+from tc_git.timeline import restore as restore_mod
+from tc_git.workspace import snapshot, wsfs
 
 
 def _fine_clock(d) -> bool:

@@ -1,4 +1,4 @@
-"""The engine's results against their declared shapes (tc_git/results.py), and the MCP adapter's
+"""The engine's results against their declared shapes (tc_git/base/results.py), and the MCP adapter's
 output models (mcp_models.py) against the same declarations.
 
 Real engine calls in a real git repository (so the user-repo mirror and its `git` report run too):
@@ -12,8 +12,9 @@ from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
 import pytest
 
-from tc_git import mcp_models, results
+from tc_git.base import results
 from tc_git.engine import Engine
+from tc_git.mcp import models as mcp_models
 
 # MCP tool -> the engine method it calls (mcp_server.py); the tools whose result is a typed dict
 TOOLS = {"tc_init": "init", "tc_save": "save", "tc_resume": "resume", "tc_show": "show",

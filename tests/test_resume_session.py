@@ -15,7 +15,7 @@ import pytest
 from conftest import TRANSCRIPTS, clean_env, first_parent_chain, fsck  # noqa: E402
 
 from tc_git import trajectory as T
-from tc_git.store import Store
+from tc_git.storage.store import Store
 from tc_git.trajectory.sessionfile import claude_lines, codex_lines, write_session
 
 CASES = ["claude-fasthooks-1.jsonl", "claude-ccviewer-1.jsonl", "claude-daaain-1.jsonl", "claude-daaain-4.jsonl",

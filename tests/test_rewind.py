@@ -82,7 +82,7 @@ def test_selective_restore_changes_exactly_the_selection_and_undo_reverses_it(ws
 
 
 def test_undo_of_a_whole_restore_and_of_nothing(ws, engine):
-    from tc_git.errors import NotFound
+    from tc_git.base.errors import NotFound
 
     _history(ws, engine)
     with pytest.raises(NotFound, match="nothing to undo"):
@@ -132,7 +132,7 @@ def test_selection_refusals_write_nothing(ws, engine):
 
 
 def test_something_else_moving_during_a_selective_restore_is_reported(ws, engine, monkeypatch):
-    from tc_git import restore as restore_mod
+    from tc_git.timeline import restore as restore_mod
 
     _history(ws, engine)
     real = restore_mod.apply_plan
@@ -257,8 +257,8 @@ def test_selective_restore_property():
         import shutil
         import tempfile
 
+        from tc_git.base.errors import NotFound
         from tc_git.engine import Engine
-        from tc_git.errors import NotFound
 
         old_umask = os.umask(0o022)
         tmp = tempfile.mkdtemp(prefix="tc-sel-")

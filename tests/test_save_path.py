@@ -23,8 +23,9 @@ import pytest
 from conftest import fsck, git_tree, saved_task, write
 from pygit2.enums import FileMode
 
-from tc_git import _native, savepack, snapshot
-from tc_git.journal import index_marker
+from tc_git.storage import _native, savepack
+from tc_git.workspace import snapshot
+from tc_git.workspace.journal import index_marker
 
 DIRS = ["", "a", "a/b", "a/b/c", "d", "d/e", "a-b", "é"]
 NAMES = ["f", "g.txt", "h", "a.txt", "z"]

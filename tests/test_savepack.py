@@ -18,7 +18,7 @@ import pygit2
 import pytest
 from conftest import fsck, git_tree, saved_task, write
 
-from tc_git import handles, savepack
+from tc_git.storage import handles, savepack
 
 
 def _loose(store) -> int:
@@ -77,7 +77,7 @@ def test_few_objects_stay_loose(task):
 CRASH = textwrap.dedent("""
     import os, sys
     import pygit2
-    from tc_git import savepack
+    from tc_git.storage import savepack
     n = int(sys.argv[2])
     calls = [0]
     def dying(real):
@@ -148,8 +148,8 @@ def test_consolidation_leaves_foreign_and_delta_packs_alone(tmp_path):
 
 def test_own_pack_keeps_the_handle(task, monkeypatch):
     ws, e = task
-    from tc_git import store as store_mod
     from tc_git.engine import Engine
+    from tc_git.storage import store as store_mod
 
     reopened = []
 

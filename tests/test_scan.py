@@ -1,4 +1,4 @@
-"""The full scan on every core (tc_git/scan.py): libgit2's index-to-workdir diff run once per core,
+"""The full scan on every core (tc_git/workspace/scan.py): libgit2's index-to-workdir diff run once per core,
 each on its share of the workspace, finds exactly what the one diff over everything finds, and the
 save's tree is stock git's (`git add -A && git write-tree`), under random edits, renames, deletes,
 directory moves, type changes, ignored files and links (the same operations as the journal's
@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from pygit2.enums import DiffOption
 from test_journal import OPS, apply
 
-from tc_git import _native, scan
+from tc_git.storage import _native
+from tc_git.workspace import scan
 
 FLAGS = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS | DiffOption.INCLUDE_TYPECHANGE
          | DiffOption.INCLUDE_UNREADABLE)
@@ -117,7 +118,7 @@ def test_shared_scan_equals_the_single_diff_and_stock_git(batches):
 
 
 def test_touched_but_unchanged_files_are_refreshed_once(tmp_path, monkeypatch):
-    from tc_git import snapshot
+    from tc_git.workspace import snapshot
 
     monkeypatch.setattr(snapshot, "RACY_NS", 0)  # files just written: stat data kept, not smudged
     ws = _tree_ws(str(tmp_path))
@@ -185,7 +186,7 @@ def test_a_share_that_fails_fails_the_scan_like_the_diff(tmp_path):
 
 # ------------------------------------------------------------------ the first snapshot's index file
 def _first(ws: Path, monkeypatch, route: str):
-    from tc_git import snapshot
+    from tc_git.workspace import snapshot
 
     monkeypatch.setenv("TC_INDEXFILE", route)
     calls = []

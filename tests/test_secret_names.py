@@ -12,7 +12,7 @@ from pathlib import Path
 
 from conftest import TC, clean_env, fsck, git
 
-from tc_git import secrets
+from tc_git.workspace import secrets
 
 GHP_FILE = "ghp_" + "Zq7" * 12  # 36 characters after the prefix: GitHub's format
 GHP_DIR = "ghp_" + "Xw4k" * 9

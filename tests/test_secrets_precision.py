@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from sdist_corpus import PINNED, ensure, files
 
-from tc_git import secrets as S
-from tc_git.policy import Policy
+from tc_git.workspace import secrets as S
+from tc_git.workspace.policy import Policy
 
 # Reviewed: each holds a credential-shaped fixture (key material, signed JWTs, RFC 6749/6750
 # example tokens, test AWS secrets, a Django SECRET_KEY in example settings, a CI token).

@@ -17,8 +17,8 @@ import pytest
 from conftest import fsck, git, write
 from secret_samples import SAMPLES, one_line
 
-from tc_git import secrets as S
 from tc_git.engine import Engine
+from tc_git.workspace import secrets as S
 
 pytestmark = pytest.mark.usefixtures("tc_env_clean")
 
@@ -179,7 +179,7 @@ def test_start_up_guard_judges_key_value_pairs_by_their_value(monkeypatch):
                  b"Authorization: Bearer " + b"0123456789abcdef0123456789abcdef"):
         assert S._worth_loading(line), line
     # A fresh process saving nothing credential-shaped never loads the engine.
-    code = ("from tc_git import secrets as S\n"
+    code = ("from tc_git.workspace import secrets as S\n"
             "S.redact_obj({'created': '2026-12-01T17:29:33Z', 'id': 't1796146173508011524', 'title': 'z1'})\n"
             "print(S._engine is None)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

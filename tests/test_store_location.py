@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import clean_env, dir_fingerprint, tc, write
 
+from tc_git.base.errors import BadInput, TcError, UnsafeRoot
 from tc_git.engine import Engine
-from tc_git.errors import BadInput, TcError, UnsafeRoot
-from tc_git.store import MARKER, is_ours
+from tc_git.storage.store import MARKER, is_ours
 
 pytestmark = pytest.mark.usefixtures("fsck_after")
 

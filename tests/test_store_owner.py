@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import TC, TRANSCRIPTS, clean_env, diff_fingerprints, dir_fingerprint, fsck, git
 
-from tc_git.errors import UntrustedStore
+from tc_git.base.errors import UntrustedStore
 
 HOOK = [sys.executable, "-P", "-m", "tc_git.hooks"]
 NOBODY = 65534
@@ -59,7 +59,7 @@ def plant(shared: Path) -> Path:
     e = Engine(shared)
     e.init("planted", goal=INJECTED)
     e.save("planted step", next=INJECTED)
-    from tc_git import handles
+    from tc_git.storage import handles
 
     handles.drop_idle()  # (no handle of ours stays on it)
     store = shared / ".checkpoints"

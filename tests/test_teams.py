@@ -15,8 +15,8 @@ import pygit2
 import pytest
 from conftest import clean_env, fsck, tc, write
 
+from tc_git.base.errors import Conflict
 from tc_git.engine import Engine
-from tc_git.errors import Conflict
 
 pytestmark = pytest.mark.usefixtures("fsck_after")
 

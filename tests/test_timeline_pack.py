@@ -12,8 +12,8 @@ import pygit2
 import pytest
 from pygit2.enums import FileMode, ObjectType
 
-from tc_git.refs import NOTES_REF
-from tc_git.timeline import NOTES_MESSAGE, Timeline, packed_commit, signature
+from tc_git.base.refs import NOTES_REF
+from tc_git.timeline.chain import NOTES_MESSAGE, Timeline, packed_commit, signature
 
 WHEN = 1_700_000_000
 

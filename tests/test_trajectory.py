@@ -19,7 +19,7 @@ import pytest
 from conftest import TRANSCRIPTS as FIXTURES  # noqa: E402
 
 from tc_git import trajectory as T
-from tc_git.store import Store
+from tc_git.storage.store import Store
 
 # file -> (events, branch names with fork ids masked, call/result pairs on one chain)
 EXPECTED = {

@@ -11,7 +11,7 @@ from conftest import TRANSCRIPTS, fsck
 
 from tc_git import trajectory as T
 from tc_git.engine import Engine
-from tc_git.store import Store
+from tc_git.storage.store import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from bench_trajectory import transcript, write  # noqa: E402  (the benchmark's generator)

@@ -19,7 +19,7 @@ import pytest
 from conftest import TRANSCRIPTS, fsck  # noqa: E402
 
 from tc_git import trajectory as T
-from tc_git.store import Store
+from tc_git.storage.store import Store
 
 CLAUDE = sorted(p.name for p in TRANSCRIPTS.glob("claude-*.jsonl"))
 CODEX = sorted(p.name for p in TRANSCRIPTS.glob("codex-*.jsonl"))
@@ -402,7 +402,7 @@ def test_a_session_without_main_opens_by_name(repo, tmp_path: Path) -> None:
 def test_redaction_is_the_secrets_engines(repo, tmp_path: Path) -> None:
     """Tool inputs go through the secrets engine's structure-aware redaction: a credential under
     a credential-named key is redacted (keys included), placeholders are not secrets."""
-    from tc_git import secrets
+    from tc_git.workspace import secrets
 
     real = "sk-proj-" + "Q3v9XkT2mB7pL4wR8nY1cZ6hJ0dF5gA2sE9uI3oK"
     lines = [

@@ -10,7 +10,7 @@ import pygit2
 from conftest import random_tree
 from pygit2.enums import DiffOption, FileMode
 
-from tc_git.snapshot import tree_changes, tree_deltas
+from tc_git.workspace.snapshot import tree_changes, tree_deltas
 
 NAMES = ["a", "a-b", "a.txt", "b", "x", "é", "z"]
 MODES = [FileMode.BLOB, FileMode.BLOB, FileMode.BLOB_EXECUTABLE, FileMode.LINK, FileMode.COMMIT]

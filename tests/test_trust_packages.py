@@ -20,9 +20,9 @@ import pytest
 from conftest import clean_env, fsck, git, tree_state, write
 from test_trust_paths import add_step, blob, chain_tree, outside_state, raw_tree
 
-from tc_git import pathsafe
+from tc_git.base.errors import BadInput
 from tc_git.engine import Engine
-from tc_git.errors import BadInput
+from tc_git.workspace import pathsafe
 
 
 def g(*args, cwd=None) -> str:

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from conftest import clean_env, fsck, git, tc, tree_state, write
 
-from tc_git import fsutil, pathsafe, wsfs
+from tc_git.base import fsutil
 from tc_git.engine import Engine
+from tc_git.workspace import pathsafe, wsfs
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -330,7 +331,7 @@ def test_race_dirs_swapped_for_links_to_outside_while_restores_run(tmp_path, mon
     restore deletes them (even trials) or writes them back (odd trials): no outside file is ever
     deleted or written, whatever the interleaving. 20 trials run the restore's apply step
     (plan + apply_plan, where the race lives), two more the whole engine restore."""
-    from tc_git import restore as restore_mod
+    from tc_git.timeline import restore as restore_mod
 
     monkeypatch.setenv(fsutil.FSYNC_ENV, "off")  # the race is about paths, not durability: keep it fast
     ws, out = tmp_path / "ws", tmp_path / "outside"
@@ -504,7 +505,7 @@ def test_trajectory_checkout_with_code_goes_through_the_same_checks(victim):
 
 def test_unparsable_tree_is_a_clear_error_with_nothing_written(tmp_path):
     """A raw tree entry whose name holds a NUL cannot even be parsed: a clear error, not a crash."""
-    from tc_git.errors import BadInput
+    from tc_git.base.errors import BadInput
 
     ws = tmp_path / "ws"
     write(ws, "a.txt", "a\n")
@@ -525,7 +526,7 @@ def test_unparsable_tree_is_a_clear_error_with_nothing_written(tmp_path):
 
 
 def test_a_file_that_appears_between_plan_and_write_is_never_replaced(tmp_path):
-    from tc_git import restore as restore_mod
+    from tc_git.timeline import restore as restore_mod
 
     ws = tmp_path / "ws"
     write(ws, "new.txt", "from the step\n")

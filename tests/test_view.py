@@ -11,7 +11,7 @@ import pytest
 from test_view_support import CHROMIUM, FAKE_KEY, SCRIPT_TEXT, Browser, dump_dom, make_task, record_sessions
 
 import tc_git.cli
-from tc_git.view import Limits, build
+from tc_git.timeline.view import Limits, build
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 needs_chromium = pytest.mark.skipif(

@@ -10,7 +10,7 @@ from conftest import clean_env, write
 from mcp import Client, StdioServerParameters
 
 from tc_git.engine import Engine
-from tc_git.watch import DriftWatcher, watch_enabled
+from tc_git.mcp.watch import DriftWatcher, watch_enabled
 
 pytestmark = [pytest.mark.usefixtures("fsck_after"),
               pytest.mark.filterwarnings("ignore:.*(deprecated|removed as of):Warning")]
@@ -182,11 +182,11 @@ def test_store_writes_are_not_watched(task, ws, monkeypatch, backend):
     watcher: the store's directories but `tc/` (the journal's barrier) are not watched (natively,
     or with watchdog 7, whose watch group is patched); the barrier still arrives, so the save is
     served by the journal."""
-    from tc_git import watch as watch_mod
+    from tc_git.mcp import watch as watch_mod
 
     seen: list[str] = []
     if backend == "native":
-        from tc_git import inotify
+        from tc_git.workspace import inotify
 
         if not inotify.available():
             pytest.skip("no native inotify here")

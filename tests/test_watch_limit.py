@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import clean_env
 
-from tc_git import inotify
+from tc_git.workspace import inotify
 
 pytestmark = pytest.mark.skipif(not inotify.available(), reason="no native inotify here (Linux, TC_NATIVE on)")
 
@@ -28,9 +28,9 @@ import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
 from conftest import git_tree, write
-from tc_git import journal
+from tc_git.workspace import journal
 from tc_git.engine import Engine
-from tc_git.watch import DriftWatcher
+from tc_git.mcp.watch import DriftWatcher
 
 LIMIT = "/proc/sys/user/max_inotify_watches"
 ws = Path(sys.argv[1])

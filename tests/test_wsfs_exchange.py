@@ -11,7 +11,8 @@ import os
 
 import pytest
 
-from tc_git import _native, pathsafe, wsfs
+from tc_git.storage import _native
+from tc_git.workspace import pathsafe, wsfs
 
 needs_swap = pytest.mark.skipif(not _native.has_renameat2() or wsfs._ops().kind != "fd",
                                 reason="no renameat2 here (TC_NATIVE=off; TC_WSFS=paths: Windows' route renames)")

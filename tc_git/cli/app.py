@@ -15,8 +15,9 @@ import sys
 import time
 from typing import Any
 
-from .. import __version__, jsonsafe
-from ..errors import BadInput, Hint, TcError, UntrustedStore
+from .. import __version__
+from ..base import jsonsafe
+from ..base.errors import BadInput, Hint, TcError, UntrustedStore
 from . import blame, core, handoff, hooks, run, setup, skill, trajectory, view
 from .common import ID_HELP, prog, set_prog
 
@@ -173,7 +174,7 @@ NO_WORKSPACE = {"demo", "setup", "hooks", "skill", "hook", None}
 def _workspace(args) -> str:
     """The workspace of this command: the nearest one at or above the start directory, like
     git's repository discovery; `init` starts one where it is asked to."""
-    from ..discover import find_workspace
+    from ..storage.discover import find_workspace
 
     start = os.path.abspath(os.path.expanduser(args.root)) if args.root else os.getcwd()
     try:

@@ -1,8 +1,8 @@
 """`tc-git blame <file>` and `tc-git why <file>:<line>`: which step or drift, which tool call
-and which prompt wrote each line (tc_git/provenance.py)."""
+and which prompt wrote each line (tc_git/timeline/provenance.py)."""
 from __future__ import annotations
 
-from ..errors import BadInput
+from ..base.errors import BadInput
 from .common import engine_for, prog, task_arg, workspace_paths
 
 

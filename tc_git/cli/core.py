@@ -8,8 +8,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import BadInput
-from ..results import EntryView, RestoreResult, SaveResult
+from ..base.errors import BadInput
+from ..base.results import EntryView, RestoreResult, SaveResult
 from .common import ID_HELP, engine_for, prog, task_arg, workspace_paths
 
 TASK_HELP = "task id, a unique prefix of it, or the task's name (default: the active task)"
@@ -133,7 +133,7 @@ def run(args) -> Mapping[str, Any]:
         return e.show(task, None, args.include_drift, args.limit, args.cursor)
     if c == "diff":
         if args.stat:
-            from ..diffstat import stat
+            from ..timeline.diffstat import stat
 
             return {"patch": stat(e.diff_object(args.a, args.b, task_id=task),
                                   keep=e.diff_paths(workspace_paths(args, args.paths)))}

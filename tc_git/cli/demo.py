@@ -14,8 +14,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from ..base.refs import task_ref
 from ..engine import Engine
-from ..refs import task_ref
 
 APP_V1 = "def total(prices):\n    return sum(prices)\n"
 APP_V2 = ('def total(prices, tax=0.0):\n    """Sum of prices, with tax applied."""\n'

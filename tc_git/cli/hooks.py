@@ -15,8 +15,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from .. import userfiles
-from ..errors import BadInput
+from ..base.errors import BadInput
+from . import userfiles
 
 CLAUDE_EVENTS = ("SessionStart", "PostToolUse", "PreCompact", "SessionEnd")
 CODEX_EVENTS = ("SessionStart", "PostToolUse", "PreCompact", "Stop")

@@ -37,8 +37,8 @@ AGENTS = {"claude": "claude", "claude-code": "claude", "codex": "codex"}
 
 def run(root, argv: list[str], say=None) -> dict:
     """Run `argv` in workspace `root`, recording drifts; returns a summary with `exit_code`."""
+    from ..base.errors import BadInput, NotFound
     from ..engine import Engine
-    from ..errors import BadInput, NotFound
 
     inherited = _open_fds()  # what our caller gave us passes on to the command; nothing we open does
     say = say or (lambda line: print(f"tc-git run: {line}", file=sys.stderr, flush=True))
@@ -88,7 +88,7 @@ def run(root, argv: list[str], say=None) -> dict:
 
 def _label(argv: list[str]) -> str:
     """The command as commit titles show it: credentials on a command line never become objects."""
-    from ..secrets import redact_text
+    from ..workspace.secrets import redact_text
 
     text = redact_text(" ".join(argv))
     return text if len(text) <= 60 else text[:59] + "…"
@@ -104,8 +104,8 @@ def _ensure_task(engine, argv) -> tuple[str, bool]:
 
 
 def _start_watcher(engine):
-    from ..secrets import store_log
-    from ..watch import DriftWatcher, watch_enabled
+    from ..mcp.watch import DriftWatcher, watch_enabled
+    from ..workspace.secrets import store_log
 
     if not watch_enabled():  # TC_WATCH=off: only the drift at exit
         return None
@@ -257,7 +257,7 @@ def _recent(files: list[Path], since: float) -> list[Path]:
 def _record_transcripts(engine, agent: str, cwd: str, since: float, drifts, argv, out: dict) -> None:
     """Record each session the agent wrote during the run; a milestone on the newest names the run
     and links the code it left (the last drift)."""
-    from ..errors import TcError
+    from ..base.errors import TcError
 
     found = (claude_transcripts if agent == "claude" else codex_transcripts)(cwd, since)
     tip = None

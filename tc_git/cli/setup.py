@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import userfiles
-from ..errors import BadInput
+from ..base.errors import BadInput
 from . import hooks as hooks_cli  # connect() has a `hooks` flag
 from . import skill as skill_cli
+from . import userfiles
 
 CLIENTS = ("claude", "codex", "cursor")
 SERVER_NAME = "tc-git"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import BadInput, Conflict, NotFound
-from ..fsutil import atomic_write
+from ..base.errors import BadInput, Conflict, NotFound
+from ..base.fsutil import atomic_write
 
 SKILL_NAME = "tc-git"
 CLIENTS = ("claude", "codex", "agents")
@@ -71,7 +71,7 @@ def uninstall(client: str = "claude", force: bool = False, project: Path | None 
         target.parent.rmdir()
     except OSError:
         pass  # other files live there: theirs
-    from .. import userfiles
+    from . import userfiles
 
     userfiles.forget(target)
     return {"path": str(target), "client": client, "removed": True}

@@ -1,4 +1,4 @@
-"""`tc-git view`: write the self-contained HTML view (see tc_git/view.py)."""
+"""`tc-git view`: write the self-contained HTML view (see tc_git/timeline/view.py)."""
 from __future__ import annotations
 
 import os

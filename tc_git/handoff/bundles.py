@@ -16,14 +16,15 @@ from typing import Any
 import pygit2
 from pygit2.enums import ObjectType
 
-from .. import bundle as bundle_mod
-from .. import packs, validate
-from ..errors import BadInput, Conflict, NotFound
-from ..refs import NOTES_REF, NOTES_REFS, task_of_ref
-from ..results import BundleExport
-from ..secrets import redact_text
-from ..store import Store
-from ..timeline import TASK_ID_RE, Timeline, entry_of, head_ref
+from ..base import validate
+from ..base.errors import BadInput, Conflict, NotFound
+from ..base.refs import NOTES_REF, NOTES_REFS, task_of_ref
+from ..base.results import BundleExport
+from ..storage import bundle as bundle_mod
+from ..storage import packs
+from ..storage.store import Store
+from ..timeline.chain import TASK_ID_RE, Timeline, entry_of, head_ref
+from ..workspace.secrets import redact_text
 from .notes import merge_notes, notes_for
 from .quarantine import adopt_packs, quarantine, refuse_hostile_trees
 from .refsel import as_oid, cas_update, ref_target, relation, task_refs, valid_ref

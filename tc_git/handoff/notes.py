@@ -8,8 +8,8 @@ import re
 import pygit2
 from pygit2.enums import FileMode
 
-from ..store import signature
-from ..timeline import note_text
+from ..storage.store import signature
+from ..timeline.chain import note_text
 from .refsel import as_oid, relation
 
 

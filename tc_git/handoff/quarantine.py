@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pygit2
 
-from .. import pathsafe
-from ..errors import BadInput
-from ..store import Store
+from ..base.errors import BadInput
+from ..storage.store import Store
+from ..workspace import pathsafe
 from .refsel import as_oid
 
 

@@ -8,8 +8,8 @@ from typing import cast
 
 import pygit2
 
-from ..errors import Conflict
-from ..refs import (
+from ..base.errors import Conflict
+from ..base.refs import (
     CHECKPOINTS_PREFIX,
     MILESTONES_PREFIX,
     NOTES_REF,
@@ -19,7 +19,7 @@ from ..refs import (
     line_of_ref,
     task_of_ref,
 )
-from ..timeline import TASK_ID_RE, Timeline, head_ref
+from ..timeline.chain import TASK_ID_RE, Timeline, head_ref
 
 HEX40 = re.compile(r"\b[0-9a-f]{40}\b")
 def as_oid(x) -> pygit2.Oid:

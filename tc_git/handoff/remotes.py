@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pygit2
 
-from .. import _native
-from ..errors import BadInput, Conflict, NotFound, Unavailable
-from ..refs import (
+from ..base.errors import BadInput, Conflict, NotFound, Unavailable
+from ..base.refs import (
     NOTES_REF,
     NOTES_REFS,
     SYNC_HAVE_PREFIX,
@@ -28,9 +27,10 @@ from ..refs import (
     task_of_ref,
     task_ref,
 )
-from ..results import PullResult, PushResult
-from ..store import Store
-from ..timeline import Timeline, head_ref
+from ..base.results import PullResult, PushResult
+from ..storage import _native
+from ..storage.store import Store
+from ..timeline.chain import Timeline, head_ref
 from .notes import merge_notes
 from .quarantine import adopt_loose, adopt_packs, quarantine, refuse_hostile_trees
 from .refsel import as_oid, cas_update, line_refs, ref_target, relation, valid_ref

@@ -11,12 +11,12 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import FileMode
 
-from .. import pathsafe
-from ..errors import BadInput, Conflict
-from ..refs import STORE_DIRNAME
-from ..secrets import scan_bytes, sensitive_path
-from ..store import Store
-from ..timeline import TASK_ID_RE, Timeline, head_ref
+from ..base.errors import BadInput, Conflict
+from ..base.refs import STORE_DIRNAME
+from ..storage.store import Store
+from ..timeline.chain import TASK_ID_RE, Timeline, head_ref
+from ..workspace import pathsafe
+from ..workspace.secrets import scan_bytes, sensitive_path
 
 
 def is_seed_package(p: Path) -> bool:

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pygit2
 
-from .. import gitguard, packs
-from ..refs import NOTES_REF, NOTES_REFS, line_of_ref, task_of_ref
-from ..results import GitInfo
-from ..store import Store, repository_around
+from ..base.refs import NOTES_REF, NOTES_REFS, line_of_ref, task_of_ref
+from ..base.results import GitInfo
+from ..storage import packs
+from ..storage.store import Store, repository_around
+from ..timeline import gitguard
 from .notes import merge_notes
 from .refsel import cas_update, line_refs, ref_target, relation, task_refs
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pygit2
 
-from ..errors import BadInput, Conflict, Hint, NotFound
-from ..refs import MILESTONES_PREFIX, NOTES_REF, SESSIONS_PREFIX
-from ..store import read_note, signature
+from ..base.errors import BadInput, Conflict, Hint, NotFound
+from ..base.refs import MILESTONES_PREFIX, NOTES_REF, SESSIONS_PREFIX
+from ..storage.store import read_note, signature
 
 __all__ = ["MILESTONES_PREFIX", "Milestone", "check_name", "SessionInfo", "resolve", "set_milestone",
            "get_milestone", "list_milestones", "delete_milestone", "list_sessions", "log",
@@ -90,7 +90,7 @@ def event_note(repo: pygit2.Repository, event: str | pygit2.Oid) -> dict:
 def _write_note(repo: pygit2.Repository, event: str, part: dict, when: float | None) -> None:
     note = read_note(repo, event)
     note["trajectory"] = part
-    from ..secrets import redact_obj  # a milestone message is agent text: it passes the engine too
+    from ..workspace.secrets import redact_obj  # a milestone message is agent text: it passes the engine too
     note = redact_obj(note)
     sig = signature(time.time() if when is None else when)
     repo.create_note(json.dumps(note, ensure_ascii=False, sort_keys=True), sig, sig, event, NOTES_REF, True)

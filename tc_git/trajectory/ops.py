@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from ..errors import BadInput, NotFound
+from ..base.errors import BadInput, NotFound
 from .edits import VerifyResult, verify_edits
 from .milestones import check_name, event_note, linked_code, milestone_map, resolve
 from .model import short_text

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInput
+from ..base.errors import BadInput
 from .claude import read_claude
 from .codex import ENVELOPE_TYPES, ITEM_TYPES, attach_agent, history_base, read_codex, spawned_agents
 from .model import (

@@ -19,10 +19,10 @@ from typing import Any
 import pygit2
 from pygit2.enums import ObjectType
 
-from .. import secrets as _secrets
-from ..fsutil import atomic_write
-from ..refs import SESSIONS_PREFIX
-from ..store import signature
+from ..base.fsutil import atomic_write
+from ..base.refs import SESSIONS_PREFIX
+from ..storage.store import signature
+from ..workspace import secrets as _secrets
 from .model import Event, Transcript, short_text
 from .readers import read_transcript
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from .. import mempack, results
-from ..refs import session_ref
+from ..base import results
+from ..base.refs import session_ref
+from ..storage import mempack
 from .recorder import RecordResult, publish, record, session_name
 
 READER_VERSION = 7  # 2: thinking, images, event_msg prompts, progress-line parents; 3: Codex compacted kept whole;

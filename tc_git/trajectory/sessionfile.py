@@ -426,8 +426,8 @@ def write_session(records: list[dict], client: str, cwd: str, *, session_id: str
     Never overwrites: a fresh id is used for every file."""
     import time
 
-    from ..errors import BadInput
-    from ..fsutil import atomic_write
+    from ..base.errors import BadInput
+    from ..base.fsutil import atomic_write
 
     if client not in CLIENTS:
         raise BadInput(f"unknown client {client!r}: use one of {', '.join(CLIENTS)}")

@@ -9,7 +9,7 @@ project path the session ran in, so `tc sessions` in a project lists its own.
 
 Opting out: `TC_RECORD=off` (nothing), `TC_RECORD=tasks` (only workspaces with an active task,
 the old behaviour), or a `.tc-no-record` file in the project directory or any parent.
-The path rules are in `tc_git.recordrules` (stdlib only): the SessionEnd hook applies them before
+The path rules are in `tc_git.base.recordrules` (stdlib only): the SessionEnd hook applies them before
 it forks its worker.
 """
 from __future__ import annotations
@@ -22,13 +22,13 @@ __all__ = ["OPT_OUT_FILE", "record_mode", "user_store_path", "opted_out", "recor
            "project_sessions", "open_user_store"]
 
 # The path rules are stdlib-only, shared with the hook entry (which must not load pygit2).
-from ..recordrules import OPT_OUT_FILE, opted_out, record_mode, user_store_path  # noqa: E402
+from ..base.recordrules import OPT_OUT_FILE, opted_out, record_mode, user_store_path  # noqa: E402
 
 
 def open_user_store(project: str | os.PathLike, *, create: bool = False):
     """The user-level Store, its workspace set to `project` (None when absent and not created)."""
-    from ..discover import check_user_store
-    from ..store import Store
+    from ..storage.discover import check_user_store
+    from ..storage.store import Store
 
     check_user_store()  # another user's (or a world-writable) one is never used
     path = user_store_path()
@@ -64,7 +64,7 @@ def record_session(transcript: str | os.PathLike, project: str | os.PathLike, *,
         if len(tr.events) < 200 or any(r.startswith(prefix) for r in st.repo.references):
             res = record(st.repo, tr)
         else:  # a long first recording goes to one pack, as Engine.record does
-            from .. import mempack
+            from ..storage import mempack
 
             with mempack.bulk_writes(st.repo) as (work, pack):
                 res = record(work, tr, update_refs=False)

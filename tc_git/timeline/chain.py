@@ -1,0 +1,532 @@
+"""The code timeline of a task: one append-only chain of commits per task.
+
+Every step, drift, restore, import and close is a commit on
+`refs/checkpoints/tasks/<task-id>/head` whose tree is the workspace. The message is written
+for people (`git log` reads like a work log: title, conclusion, trailers); the machine-readable
+record of each commit (the task's metadata, counters, paths kept out of the tree) is its note
+on `refs/notes/checkpoints`. A task's whole state is derived from its head commit and note, so
+the refs and notes are the single source of truth and travel with a bundle or a push.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from typing import cast
+
+import pygit2
+
+from ..base.errors import Conflict, Hint, NotFound
+from ..base.refs import NOTES_REF, TASK_HEAD_RE, TASKS_PREFIX, task_ref
+from ..base.results import EntryView, LeftOut
+from ..storage import savepack
+from ..storage.store import IDENTITY, read_note, signature  # noqa: F401  (read_note re-exported: view, tests)
+from ..workspace.secrets import redact_obj
+
+SEE_IDS = Hint("show", {"include_drift": True}, "see the ids with")
+
+KINDS = ("init", "step", "drift", "restore", "import", "close")
+TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+head_ref = task_ref  # the older name, used across the engine
+
+
+class Notes:
+    """Every note of `refs/notes/checkpoints`, read once from the notes tree: libgit2's
+    `lookup_note` re-reads that tree per call (about 6 ms each at 2,000 notes)."""
+
+    def __init__(self, repo: pygit2.Repository):
+        self.repo = repo
+        self.blobs: dict[str, pygit2.Oid] = {}
+        ref = repo.references.get(NOTES_REF)
+        if ref is None:
+            return
+        stack: list[tuple[str, pygit2.Tree]] = [("", repo[ref.target].peel(pygit2.Commit).tree)]
+        while stack:  # notes trees may fan out (ab/cdef...)
+            prefix, tree = stack.pop()
+            for entry in tree:
+                name = entry.name or ""
+                if entry.type_str == "tree":
+                    stack.append((prefix + name, repo[entry.id].peel(pygit2.Tree)))
+                else:
+                    self.blobs[prefix + name] = entry.id
+
+    def get(self, oid) -> dict:
+        blob = self.blobs.get(str(oid))
+        if blob is None:
+            return {}
+        try:
+            data = json.loads(self.repo[blob].peel(pygit2.Blob).data)
+        except (ValueError, KeyError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+
+def note_text(record: dict) -> str:
+    """The note's JSON, indented so `git log --notes=checkpoints` reads one field a line (older
+    stores hold one-line JSON: json.loads reads both). A non-UTF-8 file name (a surrogate-escaped
+    str) cannot be written as UTF-8, so such a record is \\u-escaped instead (same str back)."""
+    text = json.dumps(record, ensure_ascii=False, sort_keys=True, indent=1) + "\n"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(record, ensure_ascii=True, sort_keys=True, indent=1) + "\n"
+    return text
+
+
+def _one_line(s: str) -> str:
+    return " ".join(str(s).split())
+
+
+@dataclass
+class Entry:
+    """One commit of a timeline, as read back."""
+
+    oid: pygit2.Oid
+    kind: str
+    step: int  # current step after this commit (0 before the first step)
+    drift: str | None
+    title: str
+    time: float
+    parent: pygit2.Oid | None
+    record: dict = field(default_factory=dict)  # the note, loaded on demand
+    restore: str | None = None  # rNNNN (Tc-Restore trailer; restores written before it have none)
+
+    @property
+    def id(self) -> str:
+        if self.kind == "drift" and self.drift:
+            return self.drift
+        if self.kind == "restore" and self.restore:
+            return self.restore
+        return f"s{self.step:04d}"
+
+
+def format_message(kind: str, record: dict) -> str:
+    """The commit message: a subject for `git log --oneline`, the conclusion, then trailers."""
+    title = _one_line(record.get("title") or "")
+    if kind == "step":
+        subject = f"step {record['step']}: {title}"
+    elif kind == "drift":
+        subject = f"drift {record['drift']}: {title}"
+    elif kind == "restore":
+        rid = f" {record['restore']}" if record.get("restore") else ""
+        subject = f"restore{rid}: to {record['target']['id']}"
+    else:
+        subject = f"{kind}: {title}" if title else kind
+    body = [p for p in (record.get("conclusion") or "", record.get("description") or "") if p.strip()]
+    trailers = [("Tc-Task", record["task"]["id"]), ("Tc-Kind", kind), ("Tc-Step", str(record["step"]))]
+    if record.get("drift"):
+        trailers.append(("Tc-Drift", record["drift"]))
+    if record.get("restore"):
+        trailers.append(("Tc-Restore", record["restore"]))
+    if record.get("next"):
+        trailers.append(("Next", record["next"]))
+    trailers += [("Verified", v) for v in record.get("verified") or ()]
+    trailers += [("Open-Question", q) for q in record.get("open_questions") or ()]
+    if record.get("trajectory"):
+        trailers.append(("Tc-Trajectory", record["trajectory"]))
+    if record.get("base"):
+        trailers.append(("Tc-Base", record["base"]))
+    lines = [subject[:200], ""]
+    for para in body:
+        lines += [para.rstrip(), ""]
+    lines += [f"{k}: {_one_line(v)}" for k, v in trailers]
+    return "\n".join(lines) + "\n"
+
+
+def parse_trailers(message: str) -> dict[str, list[str]]:
+    last = message.rstrip("\n").rsplit("\n\n", 1)[-1]
+    out: dict[str, list[str]] = {}
+    for line in last.splitlines():
+        k, sep, v = line.partition(": ")
+        if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", k):
+            out.setdefault(k, []).append(v)
+    return out
+
+
+def entry_of(commit: pygit2.Commit) -> Entry | None:
+    t = parse_trailers(commit.message)
+    if "Tc-Kind" not in t:
+        return None
+    subject = commit.message.split("\n", 1)[0]
+    title = subject.split(": ", 1)[1] if ": " in subject else ""
+    return Entry(
+        oid=commit.id, kind=t["Tc-Kind"][0], step=int(t.get("Tc-Step", ["0"])[0]),
+        drift=t.get("Tc-Drift", [None])[0], title=title, time=float(commit.commit_time),
+        parent=commit.parent_ids[0] if commit.parent_ids else None,
+        restore=t.get("Tc-Restore", [None])[0],
+    )
+
+
+class Timeline:
+    """Read and append the chain of one task."""
+
+    def __init__(self, repo: pygit2.Repository, task_id: str):
+        self.repo = repo
+        self.task_id = task_id
+        self.ref = head_ref(task_id)
+
+    @staticmethod
+    def task_ids(repo: pygit2.Repository) -> list[str]:
+        return sorted(r[len(TASKS_PREFIX):-len("/head")] for r in repo.references
+                      if r.startswith(TASKS_PREFIX) and TASK_HEAD_RE.fullmatch(r))
+
+    def exists(self) -> bool:
+        return self.ref in self.repo.references
+
+    def lines(self) -> list[tuple[str, pygit2.Oid]]:
+        """Other lines of work on this task not yet joined into its head, [(name, tip)]: kept
+        when two machines continued the task (`refs/checkpoints/tasks/<id>/lines/<name>`)."""
+        prefix = f"{TASKS_PREFIX}{self.task_id}/lines/"
+        names = [r for r in self.repo.references if r.startswith(prefix)]
+        if not names:
+            return []
+        head = self.head_oid()
+        out = []
+        for r in names:
+            tip = self.repo.references[r].resolve().target
+            if tip != head and not self.repo.descendant_of(head, tip):
+                out.append((r[len(prefix):], cast(pygit2.Oid, tip)))
+        return sorted(out)
+
+    def head_oid(self) -> pygit2.Oid:
+        try:
+            return cast(pygit2.Oid, self.repo.references[self.ref].target)  # a direct ref
+        except KeyError:
+            raise NotFound(f"unknown task {self.task_id}", Hint("tasks", {}, "list tasks with")) from None
+
+    def head(self) -> Entry:
+        e = cast(Entry, entry_of(self.repo[self.head_oid()].peel(pygit2.Commit)))  # ours: it has Tc-Kind
+        e.record = self.record(e.oid)
+        return e
+
+    _notes: tuple[pygit2.Oid, pygit2.Tree] | None = None  # (notes commit, its tree) as last read here
+
+    def _note_blob(self, hexid: str) -> pygit2.Oid | None:
+        """The note blob of a commit, from the notes tree read once per notes commit (libgit2's
+        lookup_note reads and parses the whole tree again at each call: O(notes) per record,
+        ~6 ms at 2,000). The ref is read at each call, so a note written since is seen."""
+        ref = self.repo.references.get(NOTES_REF)
+        if ref is None:
+            return None
+        target = cast(pygit2.Oid, ref.target)
+        notes = self._notes
+        if notes is None or notes[0] != target:
+            notes = self._notes = (target, self.repo[target].peel(pygit2.Commit).tree)
+        tree = notes[1]
+        for name in (hexid, hexid[:2] + "/" + hexid[2:]):  # flat, or git's 2/38 fan-out
+            try:
+                return tree[name].id
+            except KeyError:
+                continue
+        return None
+
+    def record(self, oid) -> dict:
+        try:
+            blob = self._note_blob(str(oid))
+            if blob is not None:
+                return json.loads(self.repo[blob].peel(pygit2.Blob).data)
+            return json.loads(self.repo.lookup_note(str(oid), NOTES_REF).message)
+        except KeyError:
+            # The note is written before the ref moves, so this only happens for commits made
+            # by something else; fall back to what the trailers say.
+            c = self.repo[oid].peel(pygit2.Commit)
+            t = parse_trailers(c.message)
+            return {"task": {"id": self.task_id}, "kind": t.get("Tc-Kind", ["?"])[0],
+                    "step": int(t.get("Tc-Step", ["0"])[0]), "next": t.get("Next", [""])[0],
+                    "verified": t.get("Verified", []), "open_questions": t.get("Open-Question", []),
+                    "title": c.message.split("\n", 1)[0]}
+
+    def walk(self, start=None):
+        """Entries newest first, along first parents (fresh copies: a caller may set `record`).
+
+        From the head, the chain is read through a per-process memo (`_chain`): a long-lived
+        process parses each commit once, and a call reads only the commits made since its last
+        one, so `log`, `show`, `find` and `undo` cost O(what they read), not O(history) of commit
+        parsing, in the MCP server. Sound because a commit id fixes its whole first-parent
+        ancestry: the memo is used only when its head is the current head or an ancestor of it."""
+        if start is None:
+            yield from _chain(self)
+            return
+        oid = start
+        while oid is not None:
+            c = self.repo[oid]
+            e = entry_of(c)
+            if e is None:
+                return
+            yield e
+            oid = e.parent
+
+    def find(self, ident: str) -> Entry:
+        """One point of this task, by any id: a step (`3`, `s0003`), a drift (`d0002`), a restore
+        (`r0001`) or a commit id prefix (4+ hex digits)."""
+        ident = str(ident).strip()
+        if re.fullmatch(r"[dD]\d+", ident):
+            want = f"d{int(ident[1:]):04d}"
+            match = lambda e: e.kind == "drift" and e.drift == want  # noqa: E731
+            what = "drift"
+        elif re.fullmatch(r"[sS]?\d+", ident):
+            n = int(ident.lstrip("sS"))
+            match = lambda e: e.kind == "step" and e.step == n  # noqa: E731
+            what = "step"
+        elif re.fullmatch(r"[rR]\d+", ident):
+            return self._find_restore(int(ident[1:]), ident)
+        elif re.fullmatch(r"[0-9a-fA-F]{4,40}", ident):
+            return self._find_commit(ident)
+        else:
+            raise NotFound(f"{ident!r} is not an id: a step (2 or s0002), a drift (d0001), a restore "
+                           "(r0001) or a commit id prefix")
+        for e in self.walk():
+            if match(e):
+                e.record = self.record(e.oid)
+                return e
+        if re.fullmatch(r"\d{7,40}", ident):
+            # An abbreviated commit id can be all digits (git abbreviates to 7+); no task has a
+            # million steps, so a long number that names no step is read as a commit prefix.
+            return self._find_commit(ident)
+        raise NotFound(f"task {self.task_id} has no {what} {ident}", SEE_IDS)
+
+    def _find_commit(self, prefix: str) -> Entry:
+        hits = [e for e in self.walk() if str(e.oid).startswith(prefix.lower())]
+        if not hits:  # a commit of another line of this task (lines()) is a point of it too
+            seen: set = set()
+            for _name, tip in self.lines():
+                for e in self.walk(tip):
+                    if e.oid in seen:
+                        break
+                    seen.add(e.oid)
+                    if str(e.oid).startswith(prefix.lower()):
+                        hits.append(e)
+        if len(hits) > 1:
+            raise NotFound(f"commit prefix {prefix} is ambiguous in task {self.task_id}: give more digits")
+        if hits:
+            hits[0].record = self.record(hits[0].oid)
+            return hits[0]
+        raise NotFound(f"no commit {prefix} in task {self.task_id}", SEE_IDS)
+
+    def _find_restore(self, n: int, ident: str) -> Entry:
+        """Restore ids count the task's restores, oldest first; older restores carry no
+        Tc-Restore trailer and get the id of their position (the same number)."""
+        restores = [e for e in self.walk() if e.kind == "restore"]
+        restores.reverse()
+        for e in restores:
+            if e.restore == f"r{n:04d}":
+                break
+        else:
+            e = restores[n - 1] if 1 <= n <= len(restores) and not restores[n - 1].restore else None
+        if e is None:
+            raise NotFound(f"task {self.task_id} has no restore {ident}", SEE_IDS)
+        e.record = self.record(e.oid)
+        return e
+
+    def next_restore_id(self, head_record: dict) -> str:
+        n = (head_record.get("counters") or {}).get("restores")
+        if n is None:  # a store from before restore ids: count the restores already made
+            n = sum(1 for e in self.walk() if e.kind == "restore")
+        return f"r{n + 1:04d}"
+
+    def append(self, kind: str, tree, record: dict, expect_parent=None, packed: bool = False,
+               joins=None) -> pygit2.Oid:
+        """Write commit + note, then move the ref with compare-and-swap. `packed`: the commit,
+        the note and the notes tree and commit go into one small pack (`packed_commit`).
+        `joins`: a line's tip, the commit's second parent (the line is then part of the task)."""
+        assert kind in KINDS
+        repo = self.repo
+        parent = expect_parent if expect_parent is not None else (
+            repo.references[self.ref].target if self.exists() else None)
+        record = dict(record, kind=kind, time=record.get("time") or time.time())
+        record = redact_obj(record)  # every text of a note/commit passes the secrets engine
+        sig = signature(record["time"])
+        msg = format_message(kind, record)
+        done = packed_commit(repo, tree, parent, msg, note_text(record), int(record["time"])) \
+            if packed and joins is None and savepack.available() else None
+        if done is not None:
+            oid = done
+        else:
+            oid = repo.create_commit(None, sig, sig, msg, tree, ([parent] if parent else []) + ([joins] if joins else []))
+            # Note first: a crash after this leaves a note on an unreachable commit, never a
+            # reachable commit without its note.
+            repo.create_note(note_text(record), sig, sig, str(oid), NOTES_REF, True)
+        try:
+            if parent is None:
+                repo.references.create(self.ref, oid)
+            else:
+                repo.references[self.ref].set_target(oid, f"tc: {kind}")
+        except (pygit2.GitError, ValueError) as e:
+            raise Conflict(f"task {self.task_id} moved while writing ({e}); retry the operation") from e
+        if parent is not None and repo.references[self.ref].target != oid:
+            raise Conflict(f"task {self.task_id} head changed concurrently; retry")
+        return oid
+
+
+# ---------------------------------------------------------------------------- the chain memo
+CHAINS_KEPT = 8  # timelines remembered per process (~0.3 KB per entry: 3 MB for a 10k-step task)
+_chains: OrderedDict[tuple[str, str], tuple[pygit2.Oid, list[Entry]]] = OrderedDict()
+_chains_lock = threading.Lock()
+
+
+def _chain(tl: Timeline):
+    """The timeline's entries newest first (copies, without notes), read lazily: the commits made
+    since the memo's head are parsed as the caller goes (a one-shot `log` of 50 reads 50), then
+    the memo's entries follow. The memo is updated once the walk has joined it or reached the
+    chain's start (a chain rewritten by compress or an import is read whole once)."""
+    head = tl.head_oid()
+    key = (tl.repo.path, tl.ref)
+    with _chains_lock:
+        hit = _chains.get(key)
+    if hit is not None and hit[0] == head:
+        for kept in hit[1]:
+            yield replace(kept, record={})
+        return
+    known = hit[0] if hit is not None else None
+    new: list[Entry] = []
+    oid: pygit2.Oid | None = head
+    while oid is not None and oid != known:
+        got = entry_of(cast(pygit2.Commit, tl.repo[oid]))
+        if got is None:
+            break
+        new.append(got)
+        yield replace(got, record={})
+        oid = got.parent
+    joined = hit is not None and oid is not None and oid == known
+    chain = new + hit[1] if joined and hit is not None else new
+    with _chains_lock:
+        _chains[key] = (head, chain)
+        _chains.move_to_end(key)
+        while len(_chains) > CHAINS_KEPT:
+            _chains.popitem(last=False)
+    if joined and hit is not None:
+        for kept in hit[1]:
+            yield replace(kept, record={})
+
+
+# ---------------------------------------------------------------------------- a commit and its note, packed
+# libgit2 writes a commit and a note (its blob, the notes tree, the notes commit) as four loose
+# objects: each a temporary file, a link and a rescan of objects/pack (~1 ms of CPU each on a
+# busy ext4 without a journal, where every new inode is searched past the recently deleted
+# ones); two commits and notes were ~7 % of a restore of 100 files. Here they are serialised
+# byte for byte as libgit2 writes them (tests/test_timeline_pack.py) into one small pack.
+NOTES_MESSAGE = b"Notes added by 'git_note_create' from libgit2"  # libgit2's, so both routes look alike
+_RECORD = re.compile(rb"([0-7]+) ([^\0]*)\0(.{20})", re.S)
+_RECORDS = re.compile(rb"(?:[0-7]+ [^\0]*\0.{20})*", re.S)
+_HEX = re.compile(r"[0-9a-f]+")
+
+
+def _commit_bytes(tree: str, parents: list[str], when: int, message: bytes) -> bytes:
+    who = b"%s <%s> %d +0000" % (IDENTITY[0].encode(), IDENTITY[1].encode(), when)
+    head = b"tree %s\n" % tree.encode() + b"".join(b"parent %s\n" % p.encode() for p in parents)
+    return head + b"author " + who + b"\ncommitter " + who + b"\n\n" + message
+
+
+def _note_tree(repo: pygit2.Repository, pack: savepack.SavePack, tree_raw: bytes | None, target: str, blob: bytes,
+               fanout: int = 0) -> bytes | None:
+    """The notes tree `tree_raw` (None: none yet) with the note for `target` set to `blob`, as
+    libgit2's git_note_create makes it: into a fan-out directory named by the next two hex
+    digits when there is one, else replacing the entry named by the rest of the id, else a new
+    entry at this level. New trees go into `pack`. None for a tree it does not read the same
+    way (the caller leaves the note to libgit2)."""
+    ents: dict[bytes, tuple[bytes, bytes]] = {}
+    if tree_raw is not None:
+        kind, data = repo.odb.read(pygit2.Oid(raw=tree_raw))[:2]
+        if kind != pygit2.enums.ObjectType.TREE or _RECORDS.fullmatch(data) is None:
+            return None
+        recs = _RECORD.findall(data)
+        ents = {n: (m, i) for m, n, i in recs}
+        if len(ents) != len(recs):
+            return None
+    rest = target[fanout:].encode()
+    sub = None
+    for n, (m, _i) in ents.items():  # libgit2 looks at hex names only, in tree order
+        if not _HEX.fullmatch(n.decode("latin-1")):
+            continue
+        if int(m, 8) & 0o170000 == 0o040000 and len(n) == 2 and n == rest[:2]:
+            sub = n
+            break
+        if n == rest:
+            break
+    if sub is not None:
+        new = _note_tree(repo, pack, ents[sub][1], target, blob, fanout + 2)
+        if new is None:
+            return None
+        ents[sub] = (b"40000", new)
+    else:
+        ents[rest] = (b"100644", blob)
+    recs2 = sorted((n + b"/" if int(m, 8) & 0o170000 == 0o040000 else n, b"%o" % int(m, 8), n, i)
+                   for n, (m, i) in ents.items())
+    return pack.add_tree(b"".join(m + b" " + n + b"\0" + i for _k, m, n, i in recs2)).raw
+
+
+def packed_commit(repo: pygit2.Repository, tree, parent, message: str, note: str, when: int) -> pygit2.Oid | None:
+    """Timeline.append's commit and note as one small pack, in place, the notes ref moved to the
+    new notes commit (the task's ref is the caller's: note first). None, with nothing written,
+    when the notes ref or its tree is not one this reads as libgit2 does."""
+    ref = repo.references.get(NOTES_REF)
+    try:
+        notes_commit = repo[ref.target].peel(pygit2.Commit) if ref is not None else None
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+    pack = savepack.SavePack(repo, loose_max=0)
+    try:
+        commit = pack.add(1, _commit_bytes(str(tree), [str(parent)] if parent else [], when, message.encode("utf-8")))
+        blob = pack.add_blob(note.encode("utf-8"))
+        notes_tree = _note_tree(repo, pack, notes_commit.tree_id.raw if notes_commit else None, str(commit),
+                                blob.raw)
+        if notes_tree is None:
+            return None
+        new_notes = pack.add(1, _commit_bytes(notes_tree.hex(), [str(notes_commit.id)] if notes_commit else [],
+                                              when, NOTES_MESSAGE))
+        pack.finish()  # all four in place before a ref names one
+    finally:
+        pack.close()
+    if ref is None:
+        repo.references.create(NOTES_REF, new_notes)
+    else:
+        ref.set_target(new_notes)
+    return commit
+
+
+# ---------------------------------------------------------------------------- records as results
+# How the front ends see a timeline's commits and notes (the engine shapes results from these).
+def iso(t: float | None = None) -> str:
+    """A time as the results write it: UTC, second precision, `Z`."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t if t is not None else time.time()))
+
+
+def status(tl: Timeline, head: Entry, active: str | None) -> str:
+    """closed | open (the workspace's active task) | suspended."""
+    if head.kind == "close":
+        return "closed"
+    return "open" if active == tl.task_id else "suspended"
+
+
+def left_out(record: dict, cap: int = 200) -> list[LeftOut]:
+    """Files a commit's snapshot does not hold, and why (from its note): the receiving side of an
+    export, an import or a restore must supply them itself."""
+    files = record.get("files") or {}
+    out: list[LeftOut] = [{"path": x.get("path"), "why": x.get("why"), "reason": x.get("reason", "")}
+                          for x in files.get("left", [])]
+    out += [{"path": n.get("path"), "why": "nested", "reason": "nested repository (recorded, not stored)"}
+            for n in files.get("nested", [])]
+    return out[:cap]
+
+
+def entry_dict(tl: Timeline, e: Entry) -> EntryView:
+    """One commit of the timeline as `show` and `log` list it."""
+    r = e.record or tl.record(e.oid)
+    ch = r.get("changed") or {}
+    d: EntryView = {"index": e.step, "id": e.id, "kind": e.kind, "title": r.get("title", e.title),
+                    "timestamp": iso(e.time), "commit": str(e.oid), "files_changed": ch.get("count", 0)}
+    if e.kind == "step":
+        d["description"], d["conclusion"], d["next"] = r.get("description", ""), r.get("conclusion", ""), r.get("next", "")
+        d["verified"], d["open_questions"] = r.get("verified", []), r.get("open_questions", [])
+    else:
+        d["drift_id"] = e.drift
+        d["partial"] = bool(r.get("partial"))
+        d["restore_point"] = bool(r.get("restore_point"))
+        if r.get("target"):
+            d["target"] = r["target"]
+    return d
