@@ -153,9 +153,12 @@ def test_own_pack_keeps_the_handle(task, monkeypatch):
 
     reopened = []
 
-    class Counted(pygit2.Repository):  # every handle the store opens (a reopen, or a kept one dropped)
-        def __init__(self, *a, **kw):
-            reopened.append(1)
+    store_path = os.path.realpath(e.store.path)
+
+    class Counted(pygit2.Repository):  # every handle opened on the store (a reopen, or a kept one dropped),
+        def __init__(self, *a, **kw):  # not the look for a user repository around the workspace
+            if a and os.path.realpath(str(a[0])) == store_path:
+                reopened.append(1)
             super().__init__(*a, **kw)
 
     monkeypatch.setattr(store_mod.pygit2, "Repository", Counted)

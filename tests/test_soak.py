@@ -46,7 +46,7 @@ async def test_one_server_many_mixed_calls(tmp_path):
             assert (await call("tc_restore", index=1))["applied"] is False
             if i % 5 == 4:
                 assert (await call("tc_restore", index=i + 1, apply=True))["applied"]
-                assert (await call("tc_restore", undo=True, apply=True))["applied"]
+                assert (await call("tc_undo", apply=True))["applied"]
             if i % 15 == 14:
                 await call("tc_compress", keep_seconds=0, minimum=2, maximum=5)
         assert (await call("tc_show", limit=1))["steps"][0]["index"] == 1

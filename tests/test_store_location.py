@@ -238,7 +238,7 @@ def test_a_seed_store_is_not_taken_over(tmp_path, seed_tc):
     before = dir_fingerprint(ws / ".checkpoints")
     with pytest.raises(UnsafeRoot) as ei:
         Engine(ws)
-    assert "task-checkpoint-mcp store" in ei.value.message and "tc-git import" in ei.value.message
+    assert "task-checkpoint-mcp store" in ei.value.message and "import each handoff directory" in ei.value.message
     assert dir_fingerprint(ws / ".checkpoints") == before
 
 
