@@ -117,6 +117,7 @@ class DriftWatcher:
             if not self.native:  # (watchdog is not even imported when notifications are read natively)
                 _skip_store_watches(store)
                 _short_move_pairing()
+                _watch_moved_in_directories()
                 _watch_overflows()
             if st is not None:
                 self._unschedule_locked(st)
@@ -448,6 +449,35 @@ def _short_move_pairing() -> None:
         return
     if version.VERSION_MAJOR == 7 and InotifyMoveEventGrouper.delay > MOVE_PAIRING:
         InotifyMoveEventGrouper.delay = MOVE_PAIRING
+
+
+def _watch_moved_in_directories() -> None:
+    """watchdog 7 moves its watches along with a moved directory but does not look inside it for
+    directories it never watched: one created just before its parent was moved is added under the
+    old path, which is gone (ENOENT, ignored), and everything written in it later is unseen, so a
+    journal save left it out (mkdir x/new; mv x y; write y/new/f: 24 of 100 saves wrong). After
+    the move, the new place is walked for directories without a watch, as tc_git/workspace/
+    inotify.py does; what was written there before is found by the snapshot, which rescans the
+    moved directory as a whole (both of its paths are noted)."""
+    try:
+        from watchdog import version
+        from watchdog.observers import inotify as wi
+
+        group = wi.InotifyWatchGroup
+        orig = group._move_watches
+    except (ImportError, AttributeError):
+        return
+    if version.VERSION_MAJOR != 7 or getattr(orig, "_tc_walks", False):
+        return
+
+    def _move_watches(self, move_src_path: bytes, move_dst_path: bytes) -> bool:
+        moved = orig(self, move_src_path, move_dst_path)
+        if moved and self.is_recursive:
+            self._add_all_callbacks(move_dst_path)  # (skips every directory already watched)
+        return moved
+
+    _move_watches._tc_walks = True  # type: ignore[attr-defined]
+    setattr(group, "_move_watches", _move_watches)  # noqa: B010 - mypy forbids assigning a method
 
 
 def _skipped(path: bytes) -> bool:
