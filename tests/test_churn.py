@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -265,6 +266,10 @@ def test_restores_under_churn(tmp_path, monkeypatch, window):
     disk = {str(p.relative_to(ws)): hashlib.sha1(p.read_bytes()).hexdigest()
             for p in ws.rglob("*") if p.is_file() and ".checkpoints" not in p.parts}
     want = dict(_blobs(repo, point.tree))
+    # a temporary is left only when it holds the writer's file a restore could not put back, and
+    # that restore said so, naming it (the writer may have moved its directory since)
+    reported = {m for r in restores for f in r["failed"] for m in re.findall(r"\.[^ /()]+\.tc-[0-9a-f]{12}", f["reason"])}
+    disk = {p: h for p, h in disk.items() if p.rsplit("/", 1)[-1] not in reported}
     bad = sorted(set(disk.items()) ^ set(want.items()))
     assert not bad, f"undo is not exact for {len(bad)} paths: {bad[:5]}; plan {u['plan']['counts']}"
     fsck(eng.store.path)
