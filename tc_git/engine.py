@@ -46,6 +46,7 @@ from .base.results import (
     TaskInfo,
     TrajectoryDiffResult,
 )
+from .storage.discover import copied_from, copy_notice
 from .storage.store import Store, atomic_write, check_root, locate
 from .timeline import capture as capture_mod
 from .timeline import restore as restore_mod
@@ -356,7 +357,12 @@ class Engine:
 
     # ------------------------------------------------------------------ read side
     def resume(self, task_id: str | None = None, lang: str = "en") -> ResumeResult:
-        return resume_mod.resume_info(self._ws(), self._timeline(task_id), lang)
+        out = resume_mod.resume_info(self._ws(), self._timeline(task_id), lang)
+        src = copied_from(self.store.path)  # said once, in the copy only (issue 29)
+        if src:
+            out["copied_from"] = src
+            out["handoff"] = copy_notice(src) + "\n" + out["handoff"]
+        return out
 
     def show(self, task_id: str | None = None, index: int | None = None, include_drift: bool = False,
              limit: int = 50, cursor: int | None = None) -> ShowResult:

@@ -40,6 +40,8 @@ from .base.recordrules import OPT_OUT_FILE, opted_out, record_mode, user_store_p
 from .storage.discover import (  # stdlib-only: no pygit2
     active_task_of,
     check_user_store,
+    copied_from,
+    copy_notice,
     find_workspace,
     store_dir,
     untrusted,
@@ -242,6 +244,9 @@ def on_session_start(event: dict, place: Place, agent: str) -> dict | None:
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(cached.get("time") or 0))
         text = ("tc-git: this workspace has an active checkpointed task. Where it stands "
                 f"(as of its last record, {when}; tc_resume rescans the workspace):\n" + cached["text"])
+        src = copied_from(place.store)  # (the engine's resume says it itself)
+        if src:
+            text = copy_notice(src) + "\n" + text
         return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
     e = _engine(place, agent, event.get("session_id"))
     info = e.resume()

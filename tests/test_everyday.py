@@ -402,3 +402,33 @@ def test_undo_names_the_restore_it_reverses(ws):
     assert u["undo_of_id"] == "r0001" and u["restore_id"] == "r0002"
     assert human("undo", u).startswith("undid restore r0001: back to d0001 (r0002)"), human("undo", u)
     assert (ws / "a.txt").read_bytes() == b"2"
+
+
+def test_a_copied_project_says_it_is_a_copy_once(tmp_path):
+    """`cp -a` of a project: the copy resumes its task and says, once, that its store is a copy
+    (resume and the SessionStart hook); the original never says it; a moved project does not."""
+    ws = tmp_path / "proj"
+    ws.mkdir()
+    e = Engine(ws)
+    task = e.init("copied", goal="go on")["task_id"]
+    write(ws, "a.txt", b"a")
+    e.save("one", next="two")
+    copy, copy2 = tmp_path / "copy", tmp_path / "copy2"
+    for c in (copy, copy2):
+        subprocess.run(["cp", "-a", str(ws), str(c)], check=True)
+    r = Engine(copy).resume()
+    assert r["task_id"] == task and "one" in r["handoff"]
+    assert r["copied_from"] == str((ws / ".checkpoints").resolve())
+    assert f"copied from {ws.resolve()}" in r["handoff"] and "independent of the original" in r["handoff"]
+    again = Engine(copy).resume()
+    assert "copied_from" not in again and "copied from" not in again["handoff"]  # once
+    assert "copied from" in _session_start(copy2) and "copied from" not in _session_start(copy2)
+    orig = Engine(ws).resume()
+    assert "copied_from" not in orig and "copied from" not in orig["handoff"]
+    assert "copied from" not in _session_start(ws)
+    write(copy, "b.txt", b"copy")  # saves in the copy go on independently
+    assert Engine(copy).save("two")["index"] == 2 and Engine(ws).resume()["head"] == 1
+    moved = tmp_path / "moved"
+    ws.rename(moved)
+    r = Engine(moved).resume()
+    assert r["task_id"] == task and "copied_from" not in r and "copied from" not in _session_start(moved)

@@ -127,6 +127,7 @@ class ResumeResult(TypedDict):
     commit: str
     handoff: str
     lines: list[str]  # other lines of the task not yet joined (tc-git adopt <line>)
+    copied_from: NotRequired[str]  # this store is a copy of the one there (said once: discover.copied_from)
 
 
 class EntryView(TypedDict):

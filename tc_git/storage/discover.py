@@ -14,6 +14,7 @@ Stdlib only: the hooks and the CLI call it before anything heavy is imported.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -215,3 +216,80 @@ def user_path(value, root: Path, name: str) -> Path:
     if not isinstance(value, (str, os.PathLike)) or "\x00" in os.fspath(value):
         raise BadInput(f"{name} must be a plain directory path")
     return root / os.path.expanduser(os.fspath(value))
+
+
+# ------------------------------------------------------------------ copies (issue 29)
+LOCATION_FILE = "location.json"  # <store>/tc/: the directory the store was last seen as
+
+
+def _location_path(store) -> str:
+    return os.path.join(os.fspath(store), "tc", LOCATION_FILE)
+
+
+def _write_location(store, rec: dict) -> None:
+    path = _location_path(store)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(rec, f)
+        os.replace(tmp, path)
+    except OSError:  # (a read-only store: nothing remembered, nothing said)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _here(store) -> dict | None:
+    try:
+        st = os.stat(store)
+    except OSError:
+        return None
+    return {"path": os.path.realpath(store), "dev": st.st_dev, "ino": st.st_ino}
+
+
+def note_location(store) -> None:
+    """Record where a new store is (`tc/location.json`: its path, device and inode), unless it
+    is recorded already: `copied_from` compares later sightings with it."""
+    if not os.path.exists(_location_path(store)):
+        here = _here(store)
+        if here is not None:
+            _write_location(store, here)
+
+
+def copied_from(store) -> str | None:
+    """The store's original path, once, when this store is a copy of it (`cp -a` of the
+    project: the store is now in two places). A store seen at another path than its record's,
+    while that path still holds a directory with the recorded device and inode, is a copy; one
+    whose recorded path is gone (or holds something else) was moved, and is just recorded where
+    it is now, as is the copy after it has said so (so the notice comes once, and the original
+    never says it). Stdlib only (the SessionStart hook calls it); a few file reads."""
+    here = _here(store)
+    if here is None:
+        return None
+    try:
+        with open(_location_path(store), encoding="utf-8") as f:
+            rec = json.load(f)
+    except (OSError, ValueError):
+        rec = None
+    if not isinstance(rec, dict) or not isinstance(rec.get("path"), str):
+        _write_location(store, here)  # (a store made before this record: from now on)
+        return None
+    if rec["path"] == here["path"] and (rec.get("dev"), rec.get("ino")) == (here["dev"], here["ino"]):
+        return None
+    src = None
+    if rec["path"] != here["path"]:
+        try:
+            st = os.stat(rec["path"])
+            if (st.st_dev, st.st_ino) == (rec.get("dev"), rec.get("ino")) and \
+                    os.path.isdir(os.path.join(rec["path"], "tc")):
+                src = rec["path"]
+        except OSError:
+            pass
+    _write_location(store, here)
+    return src
+
+
+def copy_notice(src: str) -> str:
+    """What a copy says (resume, the SessionStart hook)."""
+    orig = os.path.dirname(src) if os.path.basename(src) == STORE_DIRNAME else src
+    return (f"tc-git: this project's checkpoint store was copied from {orig}; saves here are independent of "
+            "the original (each copy keeps its own timeline from here on).")

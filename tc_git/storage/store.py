@@ -21,7 +21,7 @@ from ..base.errors import BadInput, StoreBusy, UnsafeRoot
 from ..base.fsutil import atomic_write, common_dir, fsync_setting
 from ..base.refs import EXCLUDE_COMMENT, NESTED_GIT_TEXT, NOTES_REF, POINTER_FILE, STORE_DIRNAME, STORE_HEAD_REF  # noqa: F401
 from . import handles, lockfile
-from .discover import HERE, active_task_of, store_dir, store_inside, untrusted, user_path
+from .discover import HERE, active_task_of, note_location, store_dir, store_inside, untrusted, user_path
 
 IDENTITY = ("tc-git", "tc-git@localhost")
 
@@ -258,6 +258,7 @@ class Store:
             (info / "attributes").write_text(ATTRIBUTES)
             (self.path / ".gitignore").write_text("*\n")  # hides the store from the user's git status
             (self.path / "description").write_text(DESCRIPTION)
+            note_location(self.path)  # (a copy of the project is told apart by it: discover.copied_from)
         finally:
             os.umask(old_umask)
 
