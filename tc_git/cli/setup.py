@@ -80,7 +80,10 @@ def _add_json_server(path: Path, client: str, command: list[str]) -> bool:
         raise BadInput(f"{path}: mcpServers is not an object; fix it by hand first")
     entry: dict[str, Any] = {"command": command[0], "args": command[1:]}
     if client == "claude":
-        entry = {"type": "stdio", **entry, "env": {}}
+        # alwaysLoad: Claude Code (2.1.x) connects MCP servers in the background and builds its
+        # first request without them; an alwaysLoad server is waited for (up to its connect
+        # timeout, 5 s) and its tools are never deferred: they are in the agent's first turn
+        entry = {"type": "stdio", **entry, "env": {}, "alwaysLoad": True}
     if (servers or {}).get(SERVER_NAME) == entry:
         return False
     if servers and SERVER_NAME in servers and not _ours(servers[SERVER_NAME]):
