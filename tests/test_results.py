@@ -1,5 +1,5 @@
-"""The engine's results against their declared shapes (tc_git/base/results.py), and the MCP adapter's
-output models (mcp_models.py) against the same declarations.
+"""The engine's results against their declared shapes (tc_git/base/results.py), and the MCP tools'
+output schemas, made from the same declarations.
 
 Real engine calls in a real git repository (so the user-repo mirror and its `git` report run too):
 every key a result carries is declared, every required key is there, nested typed dicts included.
@@ -14,7 +14,7 @@ import pytest
 
 from tc_git.base import results
 from tc_git.engine import Engine
-from tc_git.mcp import models as mcp_models
+from tc_git.mcp import server
 
 # MCP tool -> the engine method it calls (mcp_server.py); the tools whose result is a typed dict
 TOOLS = {"tc_init": "init", "tc_save": "save", "tc_resume": "resume", "tc_show": "show",
@@ -74,18 +74,25 @@ def test_every_typed_result_of_the_engine_is_declared_in_results():
     assert _returns("tasks") == list[results.TaskInfo] and _returns("log") == list[results.EntryView]
 
 
-@pytest.mark.parametrize("tool", sorted(TOOLS))
-def test_mcp_output_models_agree_with_the_typed_results(tool):
-    """What mcp_models declares to MCP clients is what the engine's typed dict declares: each
-    model field is a key of it, and a field the model requires is a key the engine always sets."""
-    td = _typed_dicts(_returns(TOOLS[tool]))[0]
-    model = mcp_models.RESULT_MODELS[tool]
-    fields = model.model_fields
-    assert set(fields) <= set(get_type_hints(td)), (
-        f"{tool}: {model.__name__} declares {sorted(set(fields) - set(get_type_hints(td)))}, "
-        f"which {td.__name__} (results.py) does not")
-    required = {n for n, f in fields.items() if f.is_required()}
-    assert required <= td.__required_keys__, f"{tool}: {sorted(required - td.__required_keys__)} not always set"
+def _keys(tp) -> set[str]:
+    """Every key of the typed dicts `tp` is or holds, at any depth."""
+    out: set[str] = set()
+    for td in _typed_dicts(tp):
+        for key, hint in get_type_hints(td).items():
+            out |= {key} | _keys(hint)
+    return out
+
+
+@pytest.mark.parametrize("tool", sorted(server.SHOWN))
+def test_mcp_output_schemas_are_made_from_the_typed_results(tool):
+    """An MCP tool's outputSchema shows keys of the typed dict its engine method returns (one
+    declaration for CLI and MCP): a key SHOWN names that the typed dict lacks would show nothing."""
+    td, keys = server.SHOWN[tool]
+    if tool in TOOLS:
+        assert td is _typed_dicts(_returns(TOOLS[tool]))[0], tool
+    assert set(keys.split()) <= _keys(td), f"{tool}: {sorted(set(keys.split()) - _keys(td))} not in {td.__name__}"
+    schema = server._output_schema(tool, depth=3)
+    assert set(keys.split()) & set(schema["properties"]) and "required" not in schema, schema
 
 
 def test_optional_keys_are_optional():

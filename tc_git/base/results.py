@@ -1,6 +1,7 @@
 """What the engine's task operations return, as typed dicts: one shape per result, shared by the
-CLI (its human output reads these keys) and the MCP adapter (mcp_models.py declares the same
-keys to MCP clients; tests/test_results.py checks the two agree). Standard library only.
+CLI (its human output reads these keys) and the MCP adapter (each tool's outputSchema is made from
+these, the keys an agent acts on: mcp/server.py SHOWN; the SDK validates every result against
+them). Standard library only (the CLI starts without pydantic).
 
 The names are the seed's (task-checkpoint-mcp), so agents written for it keep working; a rename
 for MCP only (`tc_restore`'s `index`/`drift_id`) lives in the MCP adapter, never here. Keys a
@@ -172,6 +173,15 @@ class TaskInfo(TypedDict):
     active: bool
     steps: int
     updated: str
+
+
+class TaskList(TypedDict):
+    """tc_tasks: the active task, then the most recently active ones (mcp/server.py _task_list)."""
+
+    tasks: list[TaskInfo]
+    total: int
+    omitted: NotRequired[int]
+    more: NotRequired[str]  # how to see the ones left out
 
 
 class SwitchResult(TypedDict):
@@ -350,6 +360,16 @@ BundleExport = TypedDict("BundleExport", {
 
 class ExportResult(BundleExport):
     captured: str | None  # the drift unsaved work became first, if any
+
+
+class ImportResult(TypedDict):
+    """What Engine.import_ reports besides the importer's own keys (handoff/bundles.py, seed.py)."""
+
+    task_id: str
+    git: GitInfo
+    left_out: list[LeftOut]
+    restore: dict[str, Any] | None  # the restore to the imported head (a preview unless written)
+    seconds: dict[str, float]
 
 
 class PushResult(TypedDict):

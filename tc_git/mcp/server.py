@@ -12,60 +12,39 @@ Logs go to stderr and to `<store>/tc/server.log`; stdout is the JSON-RPC channel
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import logging
+import operator
 import os
 import sys
 import threading
 import time
 import traceback
+import types
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints, is_typeddict
 from urllib.parse import unquote, urlparse
 
 import anyio
 import anyio.from_thread
 import anyio.to_thread
+import typing_extensions as te
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from .. import __version__
-from ..base import jsonsafe
+from ..base import jsonsafe, results
 from ..base.errors import Hint, TcError
 from ..base.refs import POINTER_FILE, STORE_DIRNAME
 from ..storage import handles, heap
 from ..workspace.secrets import redact_count, store_log
 from . import wire as mcp_wire
-from .models import (
-    RESULT_MODELS,
-    BranchResult,
-    CaptureResult,
-    CheckoutResult,
-    CompressResult,
-    EventsResult,
-    ExportResult,
-    ImportResult,
-    InitResult,
-    MarkdownResult,
-    Milestone,
-    RecordResult,
-    ReplayResult,
-    RestoreResult,
-    ResumeResult,
-    ResumeSessionResult,
-    SaveResult,
-    SessionsResult,
-    ShowResult,
-    SwitchResult,
-    SyncResult,
-    TasksResult,
-    TrajectoryDiffResult,
-)
 
 if TYPE_CHECKING:  # annotations only: the engine (and pygit2) load on first use
     from ..engine import Engine
@@ -319,12 +298,11 @@ def _task_list(tasks: list) -> dict:
 
 
 def _success(tool: str, result) -> CallToolResult:
-    """Structured content = the engine's dict as the declared model reads it (no added nulls);
+    """Structured content = the engine's dict (the SDK checks it against the tool's typed dict);
     the text block is the same object as compact JSON. Both together fit WIRE_BUDGET (`_fit`)."""
-    model = RESULT_MODELS[tool]
     if not isinstance(result, dict):  # export/import of another layer may return other shapes
         result = {"result": result}
-    data = _fit(tool, jsonsafe.safe(model.model_validate(result).model_dump(mode="json", exclude_unset=True)))
+    data = _fit(tool, jsonsafe.safe(result))
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
@@ -447,26 +425,61 @@ def _compact_optional(schema: dict) -> dict:
     return schema
 
 
-# Result keys left out of the advertised output schemas: bookkeeping an agent does not act on. They
-# are still in every result (the schemas allow extra keys) and documented in docs/mcp.md-style README.
-OUTPUT_HIDDEN: dict[str, frozenset] = {k: frozenset(v.split()) for k, v in {
-    "tc_init": "name store_is_external exclude note",
-    "tc_save": "title groups status active_task_changed git changed",
-    "tc_resume": "name store active_task skipped health milestone commit",
-    "tc_show": "task_id status timestamp commit files_changed drifts_omitted",
-    "tc_restore": "target_commit commit skipped_paths counts",
-    "tc_undo": "target_commit commit skipped_paths counts",
-    "tc_capture": "reads commit partial waiting skipped_paths",
-    "tc_compress": "eligible already_gone bytes_before bytes_after keep_seconds minimum maximum",
-    "tc_record": "branches",
-    "tc_checkout": "total",
-}.items()}
+# What each tool's outputSchema shows of its result's typed dict (tc_git/base/results.py, the one
+# declaration the CLI reads too): the keys an agent acts on, at any depth, a few with a word. Every
+# byte of tools/list is paid in every session (16 KB cap); results still carry every key (the
+# schemas allow more). A tool not here (free-form records, or a result read as text: tc_undo's is
+# tc_restore's) has none; its JSON is still the structuredContent.
+SHOWN: dict[str, tuple[Any, str]] = {
+    "tc_init": (results.InitResult, "task_id store prev_suspended"),
+    "tc_save": (results.SaveResult, "task_id index commit skipped_paths idempotent closed newly_left_out redacted"),
+    "tc_resume": (results.ResumeResult, "task_id status goal constraints head last title conclusion description "
+                                        "next open_questions drift_paths drift_total handoff"),
+    "tc_show": (results.ShowResult, "head steps drifts index id kind title next_cursor"),
+    "tc_restore": (results.RestoreResult, "applied recovered target plan to_delete to_write to_replace "
+                                          "unrestorable failed path reason"),
+    "tc_capture": (results.CaptureResult, "captured drift_id files count"),
+    "tc_switch": (results.SwitchResult, "task_id status"),
+    "tc_export": (results.ExportResult, "task_id path handoff incremental"),
+    "tc_import": (results.ImportResult, "task_id restore"),
+    "tc_compress": (results.CompressResult, "converted bytes_freed"),
+    "tc_tasks": (results.TaskList, "tasks total"),
+    "tc_record": (results.RecordResult, "session events new_commits tip milestone"),
+}
+SAID = {  # a word on the keys whose name alone does not say it
+    "tc_save": {"index": "step number", "skipped_paths": "not stored (ignored, sensitive, too large)",
+                "newly_left_out": "newly left out (secret, too large), said once",
+                "redacted": "fields with credentials redacted"},
+    "tc_resume": {"drift_paths": "unsaved changes (capped)", "handoff": "summary for a new session"},
+    "tc_show": {"next_cursor": "cursor of the next page"},
+    "tc_restore": {"recovered": "restore point (tc_undo returns to it)"},
+    "tc_import": {"restore": "the restore to the imported head; its note says what was written"},
+}
 
 
-def _compact_output(schema: dict, hidden: frozenset = frozenset(), depth: int = 3) -> dict:
-    """Output schema as an agent reads it: `$ref`s inlined, optional as `type: [X, "null"]`, no
-    defaults, `required` or `additionalProperties: true` (extra keys are allowed anyway), nested
-    free-form objects as plain `object`. Validation stays with the pydantic models in the server."""
+@functools.cache
+def _readable(tp):
+    """`tp` as pydantic reads it: below Python 3.12 it takes `typing_extensions` TypedDicts only, so
+    results.py's (stdlib: the CLI starts without pydantic) are rebuilt so, nested ones too."""
+    if is_typeddict(tp):
+        hints = {k: _readable(h) for k, h in get_type_hints(tp).items()}
+        return te.TypedDict(tp.__name__, {k: h if k in tp.__required_keys__ else te.NotRequired[h]
+                                          for k, h in hints.items()})
+    args = get_args(tp)
+    if not args:
+        return tp
+    if get_origin(tp) in (Union, types.UnionType):
+        return functools.reduce(operator.or_, map(_readable, args))
+    return get_origin(tp)[tuple(map(_readable, args))]
+
+
+def _output_schema(tool: str, depth: int) -> dict:
+    """The outputSchema of a SHOWN tool as an agent reads it: its shown keys (and words), `$ref`s
+    inlined, optional as `type: [X, "null"]`, no defaults, `required` or titles, objects below
+    `depth` as plain `object`. The SDK validates each result against the typed dict itself."""
+    td, keys = SHOWN[tool]
+    shown, said = frozenset(keys.split()), SAID.get(tool, {})
+    schema = TypeAdapter(_readable(td)).json_schema()
     defs = schema.get("$defs", {})
 
     def walk(node, level=0):
@@ -487,7 +500,7 @@ def _compact_output(schema: dict, hidden: frozenset = frozenset(), depth: int = 
                 continue
             if k == "properties":
                 if level < depth:
-                    out[k] = {name: walk(sub, level + 1) for name, sub in v.items() if name not in hidden}
+                    out[k] = {name: walk({"description": said[name], **sub} if name in said else sub, level + 1) for name, sub in v.items() if name in shown}
             else:
                 out[k] = walk(v, level)
         return out
@@ -511,12 +524,6 @@ def _one_paragraph(text: str | None) -> str:
 # ------------------------------------------------------------------------------- tools
 SEED_TOOLS = ("tc_init", "tc_save", "tc_resume", "tc_show", "tc_restore", "tc_capture", "tc_switch",
               "tc_export", "tc_import", "tc_compress")
-# Results that are mostly lists of free-form records (events, messages), or small ones an agent reads
-# as text (tc_undo's is tc_restore's): an output schema would say little, yet cost bytes in every
-# session (tools/list is capped at 16 KB). Their JSON is still the structuredContent.
-FREE_FORM_RESULTS = frozenset({"tc_sessions", "tc_events", "tc_checkout", "tc_markdown", "tc_trajectory_diff",
-                               "tc_replay", "tc_resume_session", "tc_undo", "tc_push", "tc_pull", "tc_milestone",
-                               "tc_branch"})
 # Short shared parameter descriptions: they are paid once per tool in every session's context.
 Root = Annotated[str | None, Field(description="workspace (default cwd)")]
 TaskId = Annotated[str | None, Field(description="id, prefix or name (default active)")]
@@ -528,7 +535,6 @@ Remote = Annotated[str | None, Field(description="remote name, URL or path (defa
 HIDDEN_ARGS = {"tc_save": frozenset({"paths"})}
 # tc_blame: hunks and origins, free form; its JSON at most BLAME_BYTES, so that the text block and
 # structuredContent together stay under 8 KB on the wire (the rest: start=next_start)
-FREE_FORM_RESULTS = FREE_FORM_RESULTS | {"tc_blame"}
 BLAME_BYTES = 3500
 
 
@@ -575,7 +581,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         constraints: Annotated[str, Field(description="rules the work must keep")] = "",
         store: Annotated[str | None, Field(description="store dir (default <root>/.checkpoints)")] = None,
         exclude: Annotated[list[str] | None, Field(description="gitignore-style patterns to leave out")] = None,
-    ) -> InitResult:
+    ) -> CallToolResult:
         """Start a task and make it active (the active one is suspended). Once per long task; then
         tc_save after each step."""
         return await run(ctx, "tc_init", root, lambda e: e.init(name, goal, constraints, store, exclude or []))
@@ -593,7 +599,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         next: Annotated[str, Field(description="the next step, for whoever resumes")] = "",
         close: Annotated[bool, Field(description="then close the task")] = False,
         paths: Annotated[list[str] | None, Field(description="reserved; must be empty")] = None,
-    ) -> SaveResult:
+    ) -> CallToolResult:
         """Record a completed step: a workspace snapshot with title, conclusion and next. Idempotent."""
         return await run(ctx, "tc_save", root, lambda e: e.save(title, task_id=task_id, description=description,
                                                                 conclusion=conclusion, verified=verified or [],
@@ -606,7 +612,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         root: Root = None,
         task_id: TaskId = None,
         lang: Annotated[str, Field(description="handoff language: en or zh")] = "en",
-    ) -> ResumeResult:
+    ) -> CallToolResult:
         """Call first in a new session: goal, step, last conclusion, next, open questions, unsaved
         paths, `handoff` text."""
         return await run(ctx, "tc_resume", root, lambda e: e.resume(task_id, lang), log_call=False)
@@ -620,7 +626,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         include_drift: Annotated[bool, Field(description="also list drift/restore records")] = False,
         limit: Annotated[int, Field(ge=1, le=200, description="page size")] = 50,
         cursor: Annotated[int | None, Field(ge=0, description="next_cursor of the previous page")] = None,
-    ) -> ShowResult:
+    ) -> CallToolResult:
         """A task's steps, oldest first, paginated by limit and cursor."""
         return await run(ctx, "tc_show", root, lambda e: e.show(task_id, index, include_drift, limit, cursor),
                          log_call=False)
@@ -634,20 +640,20 @@ def build_server(watch: bool | None = None) -> TcServer:
         drift_id: Annotated[str | None, Field(description="= at (dNNNN)")] = None,
         apply: Annotated[bool, Field(description="true: write files; false: preview")] = False,
         paths: Annotated[list[str] | None, Field(description="only these files/dirs")] = None,
-    ) -> RestoreResult:
+    ) -> CallToolResult:
         """Bring the workspace back to a point. Preview first; apply=true saves the current state as
         restore point `recovered`, then writes files (tc_undo reverses it)."""
         return await run(ctx, "tc_restore", root, lambda e: e.restore(index, drift_id, apply, paths=paths, at=at),
                          log_call=apply)
 
     @mcp.tool(annotations=_ann("Capture unsaved changes", idempotent=True))
-    async def tc_capture(ctx: Context, root: Root = None) -> CaptureResult:
+    async def tc_capture(ctx: Context, root: Root = None) -> CallToolResult:
         """Record unsaved changes now as a drift (not a step); captured=false: none."""
         return await run(ctx, "tc_capture", root, lambda e: e.capture())
 
     @mcp.tool(annotations=_ann("Switch task", idempotent=True))
     async def tc_switch(ctx: Context, task_id: Annotated[str, Field(description="id, unique prefix or name")],
-                        root: Root = None) -> SwitchResult:
+                        root: Root = None) -> CallToolResult:
         """Make another task active (the current one is suspended). Closed tasks stay closed."""
         return await run(ctx, "tc_switch", root, lambda e: e.switch(task_id))
 
@@ -658,7 +664,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         root: Root = None,
         task_id: TaskId = None,
         since: Annotated[str | None, Field(description="an earlier bundle: write only what it lacks")] = None,
-    ) -> ExportResult:
+    ) -> CallToolResult:
         """Write the task with its history as a git bundle plus HANDOFF.md into `to` (unsaved work
         captured first), for tc_import elsewhere."""
         return await run(ctx, "tc_export", root, lambda e: e.export(to, since=since, task_id=task_id))
@@ -671,7 +677,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         rename: Annotated[str | None, Field(description="import under this task id")] = None,
         merge: Annotated[bool, Field(description="add to an existing task of the same id")] = False,
         apply: Annotated[bool | None, Field(description="true: write files (undoable); false: preview")] = None,
-    ) -> ImportResult:
+    ) -> CallToolResult:
         """Import a tc_export bundle and make its task active. Files are written if that overwrites
         nothing, else previewed (then apply=true)."""
         return await run(ctx, "tc_import", root, lambda e: e.import_(package, rename=rename, merge=merge, apply=apply))
@@ -683,31 +689,31 @@ def build_server(watch: bool | None = None) -> TcServer:
         keep_seconds: Annotated[int, Field(ge=0, description="drifts younger than this are kept")] = 604800,
         minimum: Annotated[int, Field(ge=0, description="newest drifts always kept")] = 20,
         maximum: Annotated[int, Field(ge=1, description="at most this many drifts kept")] = 50,
-    ) -> CompressResult:
+    ) -> CallToolResult:
         """Drop old drifts of the active task (never steps or restore points) and repack the store."""
         return await run(ctx, "tc_compress", root, lambda e: e.compress(keep_seconds, minimum, maximum))
 
     # -- beyond the seed's ten
     @mcp.tool(annotations=_ann("List tasks", read_only=True, idempotent=True))
-    async def tc_tasks(ctx: Context, root: Root = None) -> TasksResult:
+    async def tc_tasks(ctx: Context, root: Root = None) -> CallToolResult:
         """This store's tasks, most recent first, the active one marked."""
         return await run(ctx, "tc_tasks", root, lambda e: _task_list(e.tasks()), log_call=False)
 
     @mcp.tool(annotations=_ann("Undo the last restore", destructive=True))
     async def tc_undo(ctx: Context, root: Root = None,
                       apply: Annotated[bool, Field(description="true: write files; false: preview")] = False,
-                      ) -> RestoreResult:
+                      ) -> CallToolResult:
         """Reverse the last applied restore or import. Preview first; undo again to redo."""
         return await run(ctx, "tc_undo", root, lambda e: e.undo(apply=apply), log_call=apply)
 
     # -- git remotes (handoff layer)
     @mcp.tool(annotations=_ann("Push checkpoints", idempotent=True))
-    async def tc_push(ctx: Context, root: Root = None, remote: Remote = None) -> SyncResult:
+    async def tc_push(ctx: Context, root: Root = None, remote: Remote = None) -> CallToolResult:
         """Send the checkpoints and notes to a git remote (rejections are errors)."""
         return await run(ctx, "tc_push", root, lambda e: e.push(remote))
 
     @mcp.tool(annotations=_ann("Pull checkpoints", idempotent=True))
-    async def tc_pull(ctx: Context, root: Root = None, remote: Remote = None) -> SyncResult:
+    async def tc_pull(ctx: Context, root: Root = None, remote: Remote = None) -> CallToolResult:
         """Fetch checkpoints and notes from a git remote (notes merged, files untouched)."""
         return await run(ctx, "tc_pull", root, lambda e: e.pull(remote))
 
@@ -720,21 +726,21 @@ def build_server(watch: bool | None = None) -> TcServer:
                                                                         "tool-call steps")] = None,
         milestone: Annotated[str | None, Field(description="name the tip (links the code of now)")] = None,
         session: Annotated[str | None, Field(description="session id for steps")] = None,
-    ) -> RecordResult:
+    ) -> CallToolResult:
         """Record a conversation as git history, one commit per event (secrets redacted); again: only
         new events."""
         return await run(ctx, "tc_record", root, lambda e: e.record(transcript=transcript, steps=steps,
                                                                     milestone=milestone, session=session))
 
     @mcp.tool(annotations=_ann("List sessions and milestones", read_only=True, idempotent=True))
-    async def tc_sessions(ctx: Context, root: Root = None) -> SessionsResult:
+    async def tc_sessions(ctx: Context, root: Root = None) -> CallToolResult:
         """Recorded sessions with their branches, and every milestone."""
         return await run(ctx, "tc_sessions", root, lambda e: e.sessions(), log_call=False)
 
     @mcp.tool(annotations=_ann("Name a milestone", idempotent=True))
     async def tc_milestone(ctx: Context, name: Annotated[str, Field(description="milestone name")], at: Point,
                            root: Root = None, message: Annotated[str, Field(description="why it matters")] = "",
-                           force: Annotated[bool, Field(description="move an existing milestone")] = False) -> Milestone:
+                           force: Annotated[bool, Field(description="move an existing milestone")] = False) -> CallToolResult:
         """Name a moment of the conversation; it is linked to the code as it is now."""
         return await run(ctx, "tc_milestone", root, lambda e: e.milestone(name, at, message, force))
 
@@ -742,7 +748,7 @@ def build_server(watch: bool | None = None) -> TcServer:
     async def tc_events(ctx: Context, point: Point, root: Root = None,
                         limit: Annotated[int, Field(ge=1, le=200, description="page size")] = 50,
                         offset: Annotated[int, Field(ge=0, description="next_offset of the previous page")] = 0,
-                        ) -> EventsResult:
+                        ) -> CallToolResult:
         """Events up to a point, newest first, one line each; paginated by offset."""
         return await run(ctx, "tc_events", root, lambda e: e.trajectory_log(point, limit, offset), log_call=False)
 
@@ -753,7 +759,7 @@ def build_server(watch: bool | None = None) -> TcServer:
                                                                    "(undoable); else preview")] = False,
                           paths: Annotated[list[str] | None, Field(description="with restore_code: only "
                                                                                "these files/dirs")] = None,
-                          ) -> CheckoutResult:
+                          ) -> CallToolResult:
         """The conversation up to a point (last 200 messages); restore_code: its code too, as
         tc_restore."""
         return await run(ctx, "tc_checkout", root, lambda e: e.checkout(point, restore_code, apply, paths=paths))
@@ -761,7 +767,7 @@ def build_server(watch: bool | None = None) -> TcServer:
     @mcp.tool(annotations=_ann("Export a conversation as Markdown", read_only=True, idempotent=True))
     async def tc_markdown(ctx: Context, point: Point, root: Root = None,
                           out: Annotated[str | None, Field(description="write to this file instead of "
-                                                                       "returning the text")] = None) -> MarkdownResult:
+                                                                       "returning the text")] = None) -> CallToolResult:
         """A conversation as readable Markdown."""
         return await run(ctx, "tc_markdown", root, lambda e: e.export_markdown(point, out))
 
@@ -769,19 +775,19 @@ def build_server(watch: bool | None = None) -> TcServer:
     async def tc_branch(ctx: Context, name: Annotated[str, Field(description="branch name")], at: Point,
                         root: Root = None,
                         session: Annotated[str | None, Field(description="default: the session of `at`")] = None,
-                        ) -> BranchResult:
+                        ) -> CallToolResult:
         """A named fork of a conversation at an event."""
         return await run(ctx, "tc_branch", root, lambda e: e.branch(name, at, session))
 
     @mcp.tool(annotations=_ann("Diff two conversation points", read_only=True, idempotent=True))
-    async def tc_trajectory_diff(ctx: Context, a: Point, b: Point, root: Root = None) -> TrajectoryDiffResult:
+    async def tc_trajectory_diff(ctx: Context, a: Point, b: Point, root: Root = None) -> CallToolResult:
         """Common ancestor, what each side said and did since, and their code diff."""
         return await run(ctx, "tc_trajectory_diff", root, lambda e: e.trajectory_diff(a, b), log_call=False)
 
     @mcp.tool(annotations=_ann("Replay a conversation", read_only=True, idempotent=True))
     async def tc_replay(ctx: Context, point: Point, root: Root = None,
                         mode: Annotated[str, Field(description="messages, code (per event) or "
-                                                               "verify (re-apply edits)")] = "messages") -> ReplayResult:
+                                                               "verify (re-apply edits)")] = "messages") -> CallToolResult:
         """Walk a conversation from its start to a point."""
         return await run(ctx, "tc_replay", root, lambda e: e.replay(point, mode), log_call=False)
 
@@ -793,7 +799,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         apply: Annotated[bool, Field(description="with code: write (undoable), else preview")] = False,
         drop_thinking: Annotated[bool, Field(description="no thinking")] = False,
         keep_thinking: Annotated[bool, Field(description="keep unsigned thinking")] = False,
-    ) -> ResumeSessionResult:
+    ) -> CallToolResult:
         """The conversation up to a point as a file its agent resumes (`command`)."""
         return await run(ctx, "tc_resume_session", root,
                          lambda e: e.resume_session(point, client, code, apply, drop_thinking=drop_thinking,
@@ -803,7 +809,7 @@ def build_server(watch: bool | None = None) -> TcServer:
     async def tc_blame(ctx: Context, path: Annotated[str, Field(description="file")], root: Root = None,
                        line: Annotated[int | None, Field(ge=1, description="why this line")] = None,
                        at: Annotated[str | None, Field(description="point (s0004); default now")] = None,
-                       start: Annotated[int | None, Field(ge=1, description="from line")] = None) -> dict:
+                       start: Annotated[int | None, Field(ge=1, description="from line")] = None) -> CallToolResult:
         """Per line: the step or drift, tool call and prompt that last changed it, or unattributed."""
         return await run(ctx, "tc_blame", root, lambda e: e.why(path, line, at) if line else
                          e.blame(path, at, start=start or 1, limit=2000, budget=BLAME_BYTES), log_call=False)
@@ -846,13 +852,9 @@ def build_server(watch: bool | None = None) -> TcServer:
         _strip_titles(tool.parameters)
         _compact_optional(tool.parameters)
         _drop_trivial_defaults(tool.parameters)
-        if tool.name in FREE_FORM_RESULTS:
-            tool.fn_metadata.output_schema = None  # the result is still sent as structuredContent
-            tool.__dict__.pop("output_schema", None)
-        if tool.fn_metadata.output_schema:
-            tool.fn_metadata.output_schema = _compact_output(
-                tool.fn_metadata.output_schema, OUTPUT_HIDDEN.get(tool.name, frozenset()),
-                depth=2 if tool.name in SEED_TOOLS else 1)  # the newer tools: top-level keys only
+        if tool.name in SHOWN:  # (the SDK validates each result against output_model)
+            tool.fn_metadata.output_model = _readable(SHOWN[tool.name][0])
+            tool.fn_metadata.output_schema = _output_schema(tool.name, depth=2 if tool.name in SEED_TOOLS else 1)
             tool.__dict__.pop("output_schema", None)  # Tool.output_schema is a cached_property
     return mcp
 

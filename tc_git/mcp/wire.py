@@ -35,7 +35,7 @@ def _stamp(module: str) -> str:
 def cache_path() -> Path:
     here = Path(__file__).resolve().parent
     h = hashlib.sha1(CACHE_FORMAT.encode())
-    for name in ("server.py", "models.py", "../base/jsonsafe.py", "fast.py", "wire.py"):
+    for name in ("server.py", "../base/results.py", "../base/jsonsafe.py", "fast.py", "wire.py"):
         try:
             h.update((here / name).read_bytes())
         except OSError:
