@@ -48,6 +48,7 @@ from .base.results import (
 )
 from .storage.discover import copied_from, copy_notice
 from .storage.store import Store, atomic_write, check_root, locate
+from .storage.trees import tree_deltas
 from .timeline import capture as capture_mod
 from .timeline import restore as restore_mod
 from .timeline import resume as resume_mod
@@ -300,7 +301,7 @@ class Engine:
         base = prev.oid if prev is not None else self.repo.TreeBuilder().write()
         old, new = self.repo[base].peel(pygit2.Tree), self.repo[tree].peel(pygit2.Tree)
         large = []
-        for d in snapshot_mod.tree_deltas(self.repo, old, new):
+        for d in tree_deltas(self.repo, old, new):
             if d.new_id is None or d.status not in "AM" or not stat.S_ISREG(d.new_mode):
                 continue
             try:
@@ -406,7 +407,7 @@ class Engine:
             d = view(e)
             if e.oid in prev:  # against the step before, not the commit before (a drift between)
                 old, new = (self.repo[x].peel(pygit2.Tree) for x in (prev[e.oid], e.oid))
-                d["files_changed"] = len(snapshot_mod.tree_changes(self.repo, old, new))
+                d["files_changed"] = len(tree_deltas(self.repo, old, new))
             return d
 
         out: ShowResult = {

@@ -368,11 +368,11 @@ async def test_heavy_calls_drop_other_workspaces_handles(tmp_path):
 
 
 def test_tree_has_answers_as_pygit2_without_keeping_the_name(tmp_path):
-    """`snapshot.tree_has` (raw trees) answers what `path in tree` answers; pygit2 1.21's own
+    """`trees.tree_has` (raw trees) answers what `path in tree` answers; pygit2 1.21's own
     lookups keep a reference to every name asked for (an import's restore asked for 50k)."""
     from conftest import saved_task
 
-    from tc_git.workspace import snapshot
+    from tc_git.storage import trees
 
     e = saved_task(tmp_path, {"a/b/c.txt": b"1", "a/d.txt": b"2", "top": b"3", "l/x": b"4"})
     repo = e.repo
@@ -380,11 +380,11 @@ def test_tree_has_answers_as_pygit2_without_keeping_the_name(tmp_path):
     asked = ["a", "a/b", "a/b/c.txt", "a/d.txt", "top", "l", "l/x", "nope", "a/nope", "top/below",
              "a/d.txt/x", "a/b/c.txt/y", "A", "a/B", "x/y/z"]
     for p in asked:
-        assert snapshot.tree_has(repo, tree, p) == (p in tree), p
+        assert trees.tree_has(repo, tree, p) == (p in tree), p
     names = ["".join([p, ""]) for p in asked]  # fresh objects, held only by this list
     before = [sys.getrefcount(p) for p in names]
     for name in names:
-        snapshot.tree_has(repo, tree, name)
+        trees.tree_has(repo, tree, name)
     del name
     assert [sys.getrefcount(p) for p in names] == before
 

@@ -1,5 +1,6 @@
-"""restore.plan_deltas builds a restore's plan from the pre-snapshot's own edits (the trees it has
-just built are not read again); it must list exactly what tree_deltas(pre, target) lists (paths,
+"""trees.tree_deltas(patched=snap) builds a restore's plan (and a save's `changed` list, the
+other way round) from the snapshot's own edits (the trees it has just built are not read again);
+it must list exactly what the walk tree_deltas(pre, target) lists (paths,
 order, statuses, modes, ids) for random bases, edits (modified, deleted, added in new
 directories, mode and link changes, edits back to the base's content) and targets (the base
 itself: the common undo of unsaved work; the base with other edits; unrelated trees with files
@@ -13,9 +14,9 @@ import pygit2
 from conftest import random_tree
 from pygit2.enums import FileMode
 
-from tc_git.storage import savepack
-from tc_git.timeline.restore import plan_deltas
-from tc_git.workspace.snapshot import _INEXACT, Snapshot, patch_tree, tree_deltas
+from tc_git.storage import savepack, trees
+from tc_git.storage.trees import INEXACT, patch_tree, tree_deltas
+from tc_git.workspace.snapshot import Snapshot
 
 NAMES = ["a", "a-b", "a.txt", "b", "x", "é", "z"]
 MODES = [FileMode.BLOB, FileMode.BLOB, FileMode.BLOB_EXECUTABLE, FileMode.LINK]
@@ -69,10 +70,10 @@ def _view(deltas):
     return [(d.path, d.status, d.old_id, d.old_mode, d.new_id, d.new_mode) for d in deltas]
 
 
-def test_plan_deltas_equal_tree_deltas(tmp_path):
+def test_deltas_from_edits_equal_the_walk(tmp_path):
     repo = pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
-    composed = checked = 0
-    for seed in range(500):
+    composed = checked = fast = 0
+    for seed in range(250):
         rng = random.Random(seed)
         base = _tree(repo, rng)
         edits = _edits(repo, rng, base)
@@ -83,14 +84,19 @@ def test_plan_deltas_equal_tree_deltas(tmp_path):
         snap = Snapshot(tree, base=base, edits=edits, base_entries=olds)
         for target in (base, patch_tree(repo, base, _edits(repo, rng, base)) or base, _tree(repo, rng)):
             pre_t, target_t = repo[tree].peel(pygit2.Tree), repo[target].peel(pygit2.Tree)
-            want = _view(tree_deltas(repo, pre_t, target_t, typechange=True))
-            assert _view(plan_deltas(repo, pre_t, target_t, snap)) == want, (seed, edits)
-            composed += 1
-            checked += bool(want)
-    assert composed > 1000 and checked > 800  # most cases differ: the comparison was not vacuous
+            for typechange in (True, False):
+                want = _view(tree_deltas(repo, pre_t, target_t, typechange=typechange))
+                got = tree_deltas(repo, pre_t, target_t, typechange=typechange, patched=snap)
+                assert _view(got) == want, (seed, edits)
+                back = tree_deltas(repo, target_t, pre_t, typechange=typechange)  # the patched tree as `new`
+                assert _view(tree_deltas(repo, target_t, pre_t, typechange=typechange, patched=snap)) == _view(back)
+                composed += 1
+                checked += bool(want)
+                fast += trees._from_edits(repo, pre_t.id, target_t.id, typechange, snap) is not None
+    assert composed > 1000 and checked > 800 and fast > 800  # not vacuous; mostly from the edits
 
 
-def test_plan_deltas_walks_when_not_exact(tmp_path):
+def test_deltas_walk_when_not_exact(tmp_path):
     """A base record with a mode libgit2 writes otherwise (a hand-made `100664`) is rewritten
     canonically by patch_tree: the tree is not exactly base + edits, and the plan is the walk's
     (which sees that record change)."""
@@ -100,9 +106,9 @@ def test_plan_deltas_walks_when_not_exact(tmp_path):
     base = repo.odb.write(pygit2.enums.ObjectType.TREE, raw)
     edits = {"plain": (repo.create_blob(b"y"), int(FileMode.BLOB))}
     tree, olds = _pre(repo, base, edits)
-    assert olds.get(_INEXACT)
+    assert olds.get(INEXACT)
     pre_t, base_t = repo[tree].peel(pygit2.Tree), repo[base].peel(pygit2.Tree)
     want = _view(tree_deltas(repo, pre_t, base_t, typechange=True))
     assert [w[0] for w in want] == ["odd", "plain"]  # the canonicalised record shows in the walk
     # what the snapshot records then (snapshot._Run.finish): no base_entries, so the walk is used
-    assert _view(plan_deltas(repo, pre_t, base_t, Snapshot(tree, base=base, edits=edits))) == want
+    assert _view(tree_deltas(repo, pre_t, base_t, True, patched=Snapshot(tree, base=base, edits=edits))) == want

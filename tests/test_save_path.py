@@ -4,8 +4,8 @@ what it records.
 - `patch_tree` (a snapshot builds its tree from the previous one, rewriting only the
   directories on the changed paths) gives exactly the tree libgit2's `write_tree` gives for the
   same index, under random adds, replaces, mode changes and removes; it declines (None) the
-  kind changes it leaves to write_tree. `changes_since` (the note's `changed` list from the same
-  edits) equals `tree_changes`, whose own test has libgit2 as the judge.
+  kind changes it leaves to write_tree. The note's `changed` list from the same edits
+  (`tree_deltas(patched=snap)`) equals the walk, whose own test has libgit2 as the judge.
 - The store keeps its repository handle (and index) open across locked calls: a snapshot that
   fails half-way leaves nothing of itself in the next one, and packs replaced by another
   writer (a repack) are seen.
@@ -23,7 +23,7 @@ import pytest
 from conftest import fsck, git_tree, saved_task, write
 from pygit2.enums import FileMode
 
-from tc_git.storage import _native, savepack
+from tc_git.storage import _native, savepack, trees
 from tc_git.workspace import snapshot
 from tc_git.workspace.journal import index_marker
 
@@ -69,12 +69,12 @@ def test_patch_tree_equals_write_tree(tmp_path):
             for gone in before - {e.path for e in idx}:  # libgit2 dropped a file/directory clash
                 edits.setdefault(gone, None)
         want = idx.write_tree(repo)
-        got = snapshot.patch_tree(repo, base, edits)
+        got = trees.patch_tree(repo, base, edits)
         # the same trees serialised by hand into a save's pack (savepack.py), byte for byte
         pack = savepack.SavePack(repo, loose_max=0)
         olds: dict = {}
         try:
-            raw = snapshot.patch_tree(repo, base, edits, objects=pack, olds=olds)
+            raw = trees.patch_tree(repo, base, edits, objects=pack, olds=olds)
             assert (raw is None) == (got is None), edits
             pack.finish()
         finally:
@@ -84,14 +84,11 @@ def test_patch_tree_equals_write_tree(tmp_path):
             continue
         patched += 1
         assert got == want == raw, (edits, str(base))
-        # the save's `changed` list from the same edits, without a walk: as tree_changes says
-        snap = snapshot.Snapshot(got, base=base, edits=edits)
-        want_changes = snapshot.tree_changes(repo, repo[base], repo[got])
-        assert snapshot.changes_since(snap, repo[base]) == want_changes, edits
-        # and from the records patch_tree read on its way (base_entries: no lookup in the tree)
-        if not olds.get(snapshot._INEXACT):
+        # the save's `changed` list from the records patch_tree read on its way: as the walk says
+        want_changes = trees.tree_deltas(repo, repo[base], repo[got])
+        if not olds.get(trees.INEXACT):
             exact = snapshot.Snapshot(got, base=base, edits=edits, base_entries=olds)
-            assert snapshot.changes_since(exact, repo[base]) == want_changes, edits
+            assert trees.tree_deltas(repo, repo[base], repo[got], patched=exact) == want_changes, edits
             with_entries += 1
     assert patched >= 30, (patched, declined)  # the ordinary case is patched, not declined
     assert with_entries >= 30, with_entries
@@ -104,14 +101,14 @@ def test_patch_tree_declines_kind_changes(tmp_path):
     blob = _add(repo, idx, "a/f", b"x", FileMode.BLOB)
     _add(repo, idx, "b", b"y", FileMode.BLOB)
     base = idx.write_tree(repo)
-    assert snapshot.patch_tree(repo, base, {}) == base
-    assert snapshot.patch_tree(repo, base, {"a": (blob, FileMode.BLOB)}) is None  # a file where a directory is
-    assert snapshot.patch_tree(repo, base, {"b/c": (blob, FileMode.BLOB)}) is None  # under a file
-    assert snapshot.patch_tree(repo, base, {"b": None, "b/c": (blob, FileMode.BLOB)}) is None
+    assert trees.patch_tree(repo, base, {}) == base
+    assert trees.patch_tree(repo, base, {"a": (blob, FileMode.BLOB)}) is None  # a file where a directory is
+    assert trees.patch_tree(repo, base, {"b/c": (blob, FileMode.BLOB)}) is None  # under a file
+    assert trees.patch_tree(repo, base, {"b": None, "b/c": (blob, FileMode.BLOB)}) is None
     # the last file of a directory goes: so does the directory (as write_tree leaves it out)
-    emptied = snapshot.patch_tree(repo, base, {"a/f": None})
+    emptied = trees.patch_tree(repo, base, {"a/f": None})
     assert emptied is not None and [e.name for e in repo[emptied]] == ["b"]
-    everything = snapshot.patch_tree(repo, base, {"a/f": None, "b": None})
+    everything = trees.patch_tree(repo, base, {"a/f": None, "b": None})
     assert everything is not None and len(repo[everything]) == 0
 
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import pygit2
 
-from ..base.refs import EMPTY_TREE
 from ..base.results import ChangedFile, FilesChanged
 from ..storage.store import Store, repository_around
+from ..storage.trees import tree_deltas
 from ..workspace import snapshot as snapshot_mod
 from ..workspace.policy import Policy
 from .chain import Entry, Timeline
@@ -119,26 +119,11 @@ class Workspace:
 def files_changed(repo: pygit2.Repository, old_tree: pygit2.Tree | None, new_tree: pygit2.Tree,
                   cap: int = MAX_LIST, snap: snapshot_mod.Snapshot | None = None) -> FilesChanged:
     """The `changed` list of a note: {count, files: [{path, status}]} from one tree to the next
-    (`snap`: the snapshot that wrote `new_tree`, whose own edits may say it without a walk)."""
-    if old_tree is not None and old_tree.id == new_tree.id:
-        return {"count": 0, "files": []}  # libgit2 walks identical trees (~50 ms at 50k files)
-    known = snapshot_mod.changes_since(snap, old_tree) if snap is not None and old_tree is not None else None
-    if known is not None:
-        return {"count": len(known), "files": [{"path": p, "status": s} for p, s in known[:cap]]}
-    if old_tree is None and EMPTY_TREE in repo:
-        old_tree = repo[EMPTY_TREE].peel(pygit2.Tree)
-    if old_tree is not None and len(old_tree):  # only the subtrees that differ are walked
-        # counted, only `cap` of them as dicts: a restore point of an emptied workspace (an
-        # import's) lists every file of the task (50k dicts: ~9 MiB at a 50k-file import's peak)
-        count, items = 0, []
-        for p, s in snapshot_mod.tree_changes(repo, old_tree, new_tree):
-            if count < cap:
-                items.append(ChangedFile(path=p, status=s))
-            count += 1
-        return {"count": count, "files": items}
-    diff = new_tree.diff_to_tree(swap=True) if old_tree is None else old_tree.diff_to_tree(new_tree)
-    items = [ChangedFile(path=d.new_file.path or d.old_file.path, status=d.status_char()) for d in diff.deltas]
-    return {"count": len(items), "files": items[:cap]}
+    (`snap`: the snapshot that wrote `new_tree`, whose own edits say it without a walk). Only
+    `cap` of them as dicts: a restore point of an emptied workspace (an import's) lists every
+    file of the task (50k dicts: ~9 MiB at a 50k-file import's peak)."""
+    deltas = tree_deltas(repo, old_tree, new_tree, patched=snap)
+    return {"count": len(deltas), "files": [ChangedFile(path=d.path, status=d.status) for d in deltas[:cap]]}
 
 
 def skipped(snap: snapshot_mod.Snapshot) -> list[str]:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,8 +37,8 @@ from pygit2.enums import FileMode
 
 from ..base.errors import BadInput, NotFound
 from ..base.refs import BLAME_NOTES_REF, SESSIONS_PREFIX
+from ..storage.trees import tree_deltas
 from ..trajectory.recorder import load_event, session_name
-from ..workspace.snapshot import tree_changes
 from .chain import Entry, Notes, Timeline, entry_of, signature
 
 VERSION = 1
@@ -283,11 +282,10 @@ class Blamer:
                 table.append([ident, oid_hex])
             return index[oid_hex]
 
-        changes = tree_changes(repo, old_tree, new_tree) if old_tree is not None else \
-            [(p, "A") for p in _all_paths(new_tree)]
-        for path, status in changes:
-            if status == "D":
+        for d in tree_deltas(repo, old_tree, new_tree):
+            if d.status == "D":
                 continue
+            path = d.path
             try:
                 blob = _blob(repo, new_tree, path)
             except KeyError:
@@ -401,15 +399,6 @@ def follow(repo: pygit2.Repository, tl: Timeline, oid: pygit2.Oid) -> bool:
         break
     b.write()
     return True
-
-
-def _all_paths(tree: pygit2.Tree, prefix: str = "") -> Iterator[str]:
-    for e in tree:
-        name = prefix + (e.name or "")
-        if e.type_str == "tree":
-            yield from _all_paths(tree[e.name or ""].peel(pygit2.Tree), name + "/")
-        elif e.type_str == "blob":
-            yield name
 
 
 def _blob(repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> pygit2.Blob | None:

@@ -27,10 +27,11 @@ from ..base.errors import BadInput, NotFound
 from ..base.fsutil import atomic_write, fsync_setting
 from ..base.refs import EMPTY_TREE
 from ..base.results import PlanView, RestoreCheck, RestoreResult
+from ..storage.trees import tree_deltas, tree_has
 from ..workspace import pathsafe, wsfs
 from ..workspace import scan as scan_mod
 from ..workspace import snapshot as snapshot_mod
-from ..workspace.snapshot import Snapshot, TreeDelta, is_tree_mode, tree_deltas
+from ..workspace.snapshot import Snapshot
 from .capture import MAX_LIST, Workspace, skipped
 from .chain import Entry, Timeline, left_out
 
@@ -222,60 +223,17 @@ def in_selection(path: str, sel) -> bool:
     return any(path == s or path.startswith(s + "/") for s in sel)
 
 
-def plan_deltas(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, snap: Snapshot | None = None):
-    """tree_deltas(pre, target, typechange=True), without reading the trees the snapshot `snap`
-    (whose tree is `pre`) has just built: when it patched its base tree with its edits record
-    for record (snapshot.Snapshot.base_entries), pre -> target is base -> target (the subtrees
-    where they differ: none when the workspace is restored to the tree it was last saved at)
-    with the edits laid over it. Otherwise, or for anything unusual, the plain walk."""
-    olds = snap.base_entries if snap is not None and snap.tree == pre.id else None
-    if olds is None or snap is None or snap.base is None or snap.edits is None:
-        return tree_deltas(repo, pre, target, typechange=True)
-    # path -> [pre side, target side], each (mode, id) or None
-    sides: dict[str, list] = {}
-    base = repo[snap.base].peel(pygit2.Tree)
-    for d in tree_deltas(repo, base, target, typechange=True):
-        sides[d.path] = [None if d.old_id is None else (d.old_mode, d.old_id),
-                         None if d.new_id is None else (d.new_mode, d.new_id)]
-    for rel, v in snap.edits.items():
-        now = None if v is None else (int(v[1]), v[0])
-        s = sides.get(rel)
-        if s is not None:
-            s[0] = now
-            continue
-        if rel not in olds:
-            return tree_deltas(repo, pre, target, typechange=True)
-        old = olds[rel]  # not in base -> target: the target holds what base held
-        if old is not None and is_tree_mode(old[0]):
-            return tree_deltas(repo, pre, target, typechange=True)
-        sides[rel] = [now, None if old is None else (int(old[0], 8), pygit2.Oid(raw=old[1]))]
-    out = []
-    for rel, (a, b) in sides.items():
-        if a == b:
-            continue
-        key = rel.encode("utf-8", "surrogateescape")
-        if a is None:
-            out.append((key, 1, TreeDelta(rel, "A", None, 0, b[1], b[0])))
-        elif b is None:
-            out.append((key, 0, TreeDelta(rel, "D", a[1], a[0], None, 0)))
-        else:
-            status = "M" if a[0] & 0o170000 == b[0] & 0o170000 else "T"
-            out.append((key, 1, TreeDelta(rel, status, a[1], a[0], b[1], b[0])))
-    out.sort(key=lambda x: (x[0], x[1]))
-    return [d for _k, _s, d in out]
-
-
 def make_plan(repo: pygit2.Repository, pre: pygit2.Tree, target: pygit2.Tree, left_paths=(),
               paths: list[str] | None = None, snap: Snapshot | None = None) -> Plan:
     """The changes that bring the workspace (`pre`) to `target`; with `paths` (a `selection`),
     only the changes at or under those paths. `snap`: the snapshot whose tree `pre` is (its
-    edits spare reading the trees it built: plan_deltas)."""
+    edits spare reading the trees it built: trees.tree_deltas)."""
     root = repo.workdir
     plan = Plan()
     left = set(left_paths)
     # TYPECHANGE: a file that became a link (or back) is one replacement, not a delete + add
-    # only the subtrees that differ are walked (snapshot.tree_deltas: libgit2's diff walks all)
-    deltas = plan_deltas(repo, pre, target, snap)
+    # only the subtrees that differ are walked (libgit2's diff walks all)
+    deltas = tree_deltas(repo, pre, target, typechange=True, patched=snap)
     # An added path that `pre` holds is a directory there (file <-> directory swap), whose
     # files are all deletions in the same list: not `d.path in pre`, as pygit2 (1.21) keeps a
     # reference to every name a Tree is asked for (an import's 50k names, for the server's life)
@@ -606,7 +564,7 @@ def check_selection(repo: pygit2.Repository, sel: list[str], pre, target_tree, t
     """A selected path must name something in the target or in the workspace's snapshot."""
     def has(tree, p):
         try:
-            return snapshot_mod.tree_has(repo, tree, p)
+            return tree_has(repo, tree, p)
         except (UnicodeError, ValueError):
             return False
 

@@ -10,6 +10,7 @@ import pygit2
 from ..base.jsonsafe import one_line, path_out, text_out
 from ..base.refs import MILESTONES_PREFIX
 from ..base.results import DriftStamp, ResumeResult
+from ..storage.trees import tree_deltas
 from ..workspace import snapshot as snapshot_mod
 from . import handoff_cache
 from .capture import MAX_LIST, Workspace, last_step
@@ -135,8 +136,8 @@ def resume_info(ws: Workspace, tl: Timeline, lang: str = "en",
     else:  # right after a snapshot (the hook's cache): what differs is what the drifts since changed
         paths, total = unsaved
         if base is not None and base.oid != head.oid:
-            d = snapshot_mod.tree_changes(repo, repo[base.oid].peel(pygit2.Tree), repo[head.oid].peel(pygit2.Tree))
-            every = sorted({p for p, _s in d} - left | set(paths))
+            d = tree_deltas(repo, base.oid, head.oid)
+            every = sorted({x.path for x in d} - left | set(paths))
             paths, total = every[:MAX_LIST], len(every)
     warnings = []
     interrupted = RestoreJournal(ws.store).interrupted(tl.task_id)
