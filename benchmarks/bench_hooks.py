@@ -39,7 +39,7 @@ GOAL_MS = 150
 
 def env() -> dict:
     e = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "TC_"))}
-    e["TC_HOOK_REGROW"] = "0.1"
+    e["TC_TEST_SETTINGS"] = "hook_regrow=0.1"
     return e
 
 

@@ -188,9 +188,9 @@ def cold_start_report(srv: dict[str, list[str]], starts: int) -> list[str]:
     # and tc-mcp as the current SDK's default client opens a session (discover; no initialize)
     variants = {name: (cmd, {}, False) for name, cmd in srv.items()}
     ours = next(iter(srv))
-    variants = {ours: variants.pop(ours), f"{ours} TC_MCP_FAST=off": (srv[ours], {"TC_MCP_FAST": "off"}, False),
+    variants = {ours: variants.pop(ours), f"{ours} TC_MCP_FAST=off": (srv[ours], {"TC_TEST_SETTINGS": "mcp_fast=off"}, False),
                 f"{ours}, 2026 client (discover)": (srv[ours], {}, True),
-                f"{ours} TC_MCP_FAST=off, 2026 client (discover)": (srv[ours], {"TC_MCP_FAST": "off"}, True),
+                f"{ours} TC_MCP_FAST=off, 2026 client (discover)": (srv[ours], {"TC_TEST_SETTINGS": "mcp_fast=off"}, True),
                 **variants}
     runs: dict[str, list[dict]] = {name: [] for name in variants}
     try:

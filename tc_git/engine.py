@@ -46,6 +46,7 @@ from .base.results import (
     TaskInfo,
     TrajectoryDiffResult,
 )
+from .base.settings import Settings, current
 from .storage.discover import copied_from, copy_notice
 from .storage.store import Store, atomic_write, check_root, locate
 from .storage.trees import tree_deltas
@@ -64,18 +65,27 @@ START_TASK = Hint("init", {"name": None}, "start a task with")
 START_NEW = Hint("init", {"name": None}, "start a new task with")
 LIST_TASKS = Hint("tasks", {}, "list tasks with")
 REOPEN_TASK = Hint("switch", {"task_id": None}, "or reopen one with")
+STEPS_BASE_TIME = 1700000000.0  # recorded steps' times count from here: the same steps get the same ids
 
 
 class Engine:
     def __init__(self, root, store: str | None = None, progress=None, agent: str | None = None,
-                 session: str | None = None):
+                 session: str | None = None, settings: Settings | None = None):
+        """`settings`: what the front end read at its start (base/settings.py); None: the
+        process's current ones."""
+        self.settings = settings or current()
         self.root = check_root(root)
         path, self._explicit_store = locate(self.root, store)
-        self.store = Store(path, self.root)
-        self.store.mirror_git = not _env_off("TC_GIT")
+        self.store = self._open_store(path)
         self.progress = progress  # callable(done, total, message) or None
         self.agent, self.session = agent, session
-        self.policy = Policy(max_file=int(os.environ.get("TC_MAX_FILE_BYTES", 100 << 20)), root=str(self.root))
+        self.policy = Policy(max_file=self.settings.max_file_bytes, root=str(self.root))
+
+    def _open_store(self, path: Path) -> Store:
+        store = Store(path, self.root)
+        store.mirror_git = self.settings.git
+        store.lock_timeout = self.settings.lock_timeout
+        return store
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -181,8 +191,7 @@ class Engine:
         goal, constraints = validate.text(goal, "goal"), validate.text(constraints, "constraints")
         exclude = validate_excludes(validate.strings(exclude, "exclude") if exclude is not None else None)
         if store:
-            self.store = Store(locate(self.root, store)[0], self.root)
-            self.store.mirror_git = not _env_off("TC_GIT")
+            self.store = self._open_store(locate(self.root, store)[0])
             self._explicit_store = True
         self.store.create()
         if self._explicit_store:
@@ -321,8 +330,8 @@ class Engine:
 
         # inside a call that watches the user's git as a whole (_watch_user_git), that outer
         # fingerprint is the one reported: no second pair here
-        return userrepo.mirror_task(self.store, task_id, label, verify=not self._git_watched and not _env_off("TC_GIT_VERIFY"),
-                                    enabled=not _env_off("TC_GIT"))
+        return userrepo.mirror_task(self.store, task_id, label, verify=not self._git_watched and self.settings.git_verify,
+                                    enabled=self.settings.git)
 
     def capture(self, partial: bool = False, title: str | None = None, tool_call: dict | None = None,
                 paths=None) -> CaptureResult:
@@ -765,8 +774,8 @@ class Engine:
     def pull(self, remote: str | None = None) -> PullResult:
         from .handoff import remotes
 
-        return remotes.pull(self.store, remote, verify=not self._git_watched and not _env_off("TC_GIT_VERIFY"),
-                            mirror_git=not _env_off("TC_GIT"), max_file=self.policy.max_file)
+        return remotes.pull(self.store, remote, verify=not self._git_watched and self.settings.git_verify,
+                            mirror_git=self.settings.git, max_file=self.policy.max_file)
 
     def recover(self) -> dict:
         """Bring back what the repository around the workspace holds of its tasks (the mirror of
@@ -838,7 +847,7 @@ class Engine:
             sid = session or self.session or "manual"
             # a fixed base time keeps ids stable when the same steps are recorded again
             tr = T.read_steps(steps, session_id=sid, agent=agent or self.agent or "generic",
-                              base_time=float(os.environ.get("TC_STEPS_BASE_TIME", "1700000000")))
+                              base_time=STEPS_BASE_TIME)
         if agent:
             tr.agent = agent
         if not self.store.exists:
@@ -1230,21 +1239,15 @@ def _pack_loose(store) -> None:
     pack_loose(store)
 
 
-def _env_off(var: str) -> bool:
-    """TC_GIT=off (no mirror into the user's repository), TC_GIT_VERIFY=off (no fingerprint of
-    it): read here, at the top, and passed down; handoff/ never reads the environment for them."""
-    return os.environ.get(var, "on").strip().lower() in ("off", "0", "false", "no")
-
-
 def _watch_user_git(fn):
     """`git.unchanged` for the whole call: the user's git directory fingerprinted before and
     after (gitguard.py), so a restore or import that wrote anything there is reported, not only
-    the export step. TC_GIT_VERIFY=off skips it."""
+    the export step. The `git_verify` setting off skips it."""
     import functools
 
     @functools.wraps(fn)
     def wrapper(self, *args, **kwargs):
-        if _env_off("TC_GIT_VERIFY"):
+        if not self.settings.git_verify:
             return fn(self, *args, **kwargs)
         from .handoff.userrepo import user_gitdir
         from .timeline import gitguard

@@ -34,6 +34,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .base import settings
 from .base.errors import UntrustedStore
 from .base.jsonsafe import one_line
 from .base.recordrules import OPT_OUT_FILE, opted_out, record_mode, user_store_path  # noqa: F401  (OPT_OUT_FILE: re-exported)
@@ -191,7 +192,7 @@ def _title(call: dict) -> str:
 def _engine(place: Place, agent: str, session: str | None) -> Engine:
     from .engine import Engine  # pygit2 from here on
 
-    return Engine(place.root, agent=agent, session=session)
+    return Engine(place.root, agent=agent, session=session, settings=settings.current())
 
 
 def capture_linked(engine, call: dict, title: str, paths=None) -> dict:
@@ -356,7 +357,7 @@ def worker(payload: dict) -> int:
     try:
         place = Place(payload["root"], store or "", None)
         agent, session, tp = payload.get("agent") or "claude", payload.get("session"), payload.get("transcript")
-        time.sleep(float(os.environ.get("TC_HOOK_SETTLE", "0.3")))  # the transcript may lag
+        time.sleep(settings.current().hook_settle)  # the transcript may lag
         if payload.get("user_store"):
             return _user_worker(payload, agent, session, tp)
         e = _engine(place, agent, session)
@@ -408,7 +409,7 @@ def _user_worker(payload: dict, agent: str, session: str | None, tp: str | None)
 
 def _while_growing(path: str, record_once) -> None:
     """Record, then again while the agent is still appending to the transcript (at most 5 rounds,
-    TC_HOOK_REGROW seconds apart): SessionEnd can fire before the last lines are flushed."""
+    the `hook_regrow` setting's seconds apart): SessionEnd can fire before the last lines are flushed."""
     size, rounds = -1, 0
     while rounds < 5:
         st = os.stat(path)
@@ -417,7 +418,7 @@ def _while_growing(path: str, record_once) -> None:
         size = st.st_size
         record_once()
         rounds += 1
-        time.sleep(float(os.environ.get("TC_HOOK_REGROW", "1.0")))
+        time.sleep(settings.current().hook_regrow)
 
 
 # ------------------------------------------------------------------------------- entry
@@ -476,6 +477,15 @@ USAGE = "usage: tc-hook [session-start|session-end|post-tool-use|pre-compact|sto
 
 
 def main(argv=None) -> int:
+    """The hook entry: the environment read once into settings, installed for the event."""
+    previous = settings.install(settings.Settings.from_env())
+    try:
+        return _main(argv)
+    finally:
+        settings.install(previous)
+
+
+def _main(argv=None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["_worker"]:
         try:

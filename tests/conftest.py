@@ -40,6 +40,28 @@ def clean_env(**extra) -> dict:
     return env
 
 
+def knobs(**values) -> dict:
+    """Test and benchmark knobs (tc_git/base/settings.py KNOBS) for a process a test starts, as
+    the one test hook carries them: `clean_env(**knobs(hook_settle=0))`."""
+    from tc_git.base.settings import TEST_HOOK
+
+    return {TEST_HOOK: ",".join(f"{k}={v}" for k, v in values.items())}
+
+
+@pytest.fixture
+def tune(monkeypatch):
+    """`tune(field=value, ...)`: settings knobs for this test, in-process and in the processes it
+    starts with the inherited environment (added to those set before in the same test)."""
+    from tc_git.base.settings import TEST_HOOK
+
+    def set_knobs(**values) -> None:
+        have = dict(i.split("=", 1) for i in os.environ.get(TEST_HOOK, "").split(",") if "=" in i)
+        have.update({k: str(v) for k, v in values.items()})
+        monkeypatch.setenv(TEST_HOOK, ",".join(f"{k}={v}" for k, v in have.items()))
+
+    return set_knobs
+
+
 def git(store, *args, input: bytes | None = None, check: bool = True, cwd=None) -> bytes:
     """Run git against a tc-git store (bare repo) and return stdout bytes."""
     cmd = ["git", f"--git-dir={store}", *args]

@@ -22,15 +22,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, fsck, git_tree, write
+from conftest import clean_env, fsck, git_tree, knobs, write
 
 from tc_git.storage import handles
 
 
 @pytest.fixture
-def deferring(monkeypatch):
+def deferring(monkeypatch, tune):
     monkeypatch.setenv("TC_GIT", "off")
-    monkeypatch.setenv("TC_INDEX_DELAY", "0.3")
+    tune(index_delay=0.3)
     handles.enable()
     yield
     handles.flush_all()
@@ -71,9 +71,9 @@ def _tree(eng, commit: str) -> str:
     return str(eng.repo[commit].peel(__import__("pygit2").Commit).tree_id)
 
 
-def test_index_written_after_the_answer(tmp_path, deferring, monkeypatch):
+def test_index_written_after_the_answer(tmp_path, deferring, monkeypatch, tune):
 
-    monkeypatch.setenv("TC_INDEX_DELAY", "30")  # (flush_all below writes it; a loaded machine is slow)
+    tune(index_delay=30)  # (flush_all below writes it; a loaded machine is slow)
     monkeypatch.setattr(handles, "MAX_AGE", 60.0)
 
     ws, eng, store = _first_saved(tmp_path)  # (a first snapshot writes its index at once)
@@ -135,14 +135,14 @@ _SAVER = textwrap.dedent("""
     r = eng.save("deferred")
     print(r["commit"], flush=True)
     if sys.argv[2] == "crash":
-        os.kill(os.getpid(), 9)  # after the answer, before the index write (TC_INDEX_DELAY=30)
+        os.kill(os.getpid(), 9)  # after the answer, before the index write (index_delay 30)
     time.sleep(float(sys.argv[3]))
 """)
 
 
 def _saver(ws: Path, mode: str, hold: float, delay: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", _SAVER, str(ws), mode, str(hold)], stdout=subprocess.PIPE,
-                            text=True, env=clean_env(TC_GIT="off", TC_INDEX_DELAY=delay))
+                            text=True, env=clean_env(TC_GIT="off", **knobs(index_delay=delay)))
 
 
 def test_crash_between_answer_and_index_write(tmp_path):
@@ -228,13 +228,13 @@ def test_failed_snapshot_after_takeover_means_full_scan(tmp_path, deferring, mon
     fsck(store)
 
 
-def test_read_right_after_a_save_takes_the_unwritten_index_over(tmp_path, deferring, monkeypatch):
+def test_read_right_after_a_save_takes_the_unwritten_index_over(tmp_path, deferring, monkeypatch, tune):
     """A read-only engine call (tc_show) right after a save neither waits for the deferred write
     nor opens a second handle: it takes handle and lock over like a save would, and the write
     happens after it."""
     from tc_git.engine import Engine
 
-    monkeypatch.setenv("TC_INDEX_DELAY", "30")
+    tune(index_delay=30)
     monkeypatch.setattr(handles, "MAX_AGE", 60.0)
     ws, eng, store = _first_saved(tmp_path)
     write(ws, "d0/f0.txt", b"changed\n")
@@ -249,7 +249,7 @@ def test_read_right_after_a_save_takes_the_unwritten_index_over(tmp_path, deferr
     handles.flush_all()
     assert not (store / handles.MARKER).exists() and _lock_free(store)
     # outside an engine call nothing is taken over: a plain read waits for the write instead
-    monkeypatch.setenv("TC_INDEX_DELAY", "0.5")
+    tune(index_delay=0.5)
     write(ws, "d1/f1.txt", b"again\n")
     r = eng.save("two")
     assert (store / handles.MARKER).exists()

@@ -13,7 +13,7 @@ import weakref
 import anyio
 import pygit2
 import pytest
-from conftest import clean_env
+from conftest import clean_env, knobs
 from mcp import Client, StdioServerParameters
 
 from tc_git.storage import heap
@@ -76,7 +76,7 @@ def test_one_settle_frees_a_dropped_handle_and_its_scan_peer(tmp_path, monkeypat
         handles.enable(False)
 
 
-def test_drop_idle_waits_for_a_deferred_index_write_and_drops_that_handle(tmp_path, monkeypatch):
+def test_drop_idle_waits_for_a_deferred_index_write_and_drops_that_handle(tmp_path, monkeypatch, tune):
     """The call before an import is often a save or an export of another workspace whose index
     write is deferred (handles.later): its handle is checked in only after the write. drop_idle
     must wait for it and drop it, not leave it to come back during the import's peak."""
@@ -86,7 +86,7 @@ def test_drop_idle_waits_for_a_deferred_index_write_and_drops_that_handle(tmp_pa
     from tc_git.storage import handles
 
     monkeypatch.setenv("TC_GIT", "off")
-    monkeypatch.setenv("TC_INDEX_DELAY", "0.5")  # the write still pending when drop_idle runs
+    tune(index_delay=0.5)  # the write still pending when drop_idle runs
     a, b = tmp_path / "a", tmp_path / "b"
     saved_task(a, {f"f{i}.txt": f"{i}\n".encode() for i in range(20)})
     handles.enable()
@@ -105,8 +105,8 @@ def test_drop_idle_waits_for_a_deferred_index_write_and_drops_that_handle(tmp_pa
         handles.enable(False)
 
 
-def test_settle_is_off_with_the_switch(tmp_path, monkeypatch):
-    monkeypatch.setenv("TC_MALLOC_TRIM", "off")
+def test_settle_is_off_with_the_switch(tmp_path, monkeypatch, tune):
+    tune(malloc_trim="off")
     pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
     gc.collect()
     gc.disable()
@@ -223,7 +223,7 @@ async def test_server_memory_stays_flat_over_calls(tmp_path):
 
 
 def test_idle_secrets_engine_is_released_and_comes_back(monkeypatch):
-    """The MCP server drops the credential engine (~45 MiB) once unused for TC_SECRETS_IDLE
+    """The MCP server drops the credential engine (~45 MiB) once unused for `secrets_idle`
     seconds; the next credential-shaped text loads it again and is still caught."""
     import time
 
@@ -257,7 +257,7 @@ own = pygit2.settings.mwindow_size
 limits = heap.bound_libgit2()
 assert pygit2.settings.mwindow_mapped_limit == limits["mwindow_mapped_limit"] == 1 << 20, limits
 assert pygit2.settings.mwindow_size == limits["mwindow_size"] == 1 << 20, limits
-_native.small_windows(16 << 10)  # (below TC_LIBGIT2_WINDOW_MB's unit: every pack spans many windows)
+_native.small_windows(16 << 10)  # (below the `libgit2_window_mb` setting's unit: every pack spans many windows)
 with _native.whole_windows():
     assert pygit2.settings.mwindow_size == own  # libgit2's own size while an indexer runs
 assert pygit2.settings.mwindow_size == 16 << 10
@@ -315,7 +315,7 @@ def test_bounded_libgit2_keeps_bundles_and_imports_valid(tmp_path):
         d = src / "text" / f"mod{i // 100:02d}"
         d.mkdir(parents=True, exist_ok=True)
         (d / f"file{i:06d}.py").write_text(f"# {i}\n" + " ".join(rng.choice(words) for _ in range(rng.randint(30, 300))) + "\n")
-    env = clean_env(TC_LIBGIT2_MAPPED_MB="1", TC_LIBGIT2_WINDOW_MB="1", TC_GIT="off")
+    env = clean_env(**knobs(libgit2_mapped_mb=1, libgit2_window_mb=1), TC_GIT="off")
     r = subprocess.run([sys.executable, "-c", _BOUNDED_ROUND_TRIP, str(src), str(dst), str(out)], env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -513,7 +513,7 @@ print(json.dumps({"set": set_to, "one_mib_mmapped": mmapped(1 << 20), "small_mma
 @linux
 @pytest.mark.parametrize("env, expect_set, expect_mmapped", [
     ({}, 128 << 10, True),  # the server's setting: a 1 MiB block is its own mapping, given back at free
-    ({"TC_MALLOC_MMAP_KB": "0"}, 0, False),  # glibc's rule: after an 8 MiB free, 1 MiB comes from the heap
+    (knobs(malloc_mmap_kb=0), 0, False),  # glibc's rule: after an 8 MiB free, 1 MiB comes from the heap
     ({"MALLOC_MMAP_THRESHOLD_": "16777216"}, 0, False),  # the user's own tunable wins
 ])
 def test_the_server_keeps_glibcs_mmap_threshold_fixed(env, expect_set, expect_mmapped):

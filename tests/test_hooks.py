@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import TRANSCRIPTS as FIXTURES
-from conftest import clean_env, fsck, git
+from conftest import clean_env, fsck, git, knobs
 
 CLAUDE_FIXTURE = FIXTURES / "claude-drmaciver-1.jsonl"
 CODEX_FIXTURE = FIXTURES / "codex-agentsessions-1.jsonl"
@@ -224,7 +224,7 @@ def test_session_end_returns_at_once_and_records_in_the_background(ws, tmp_path)
     tp = tmp_path / "c64cc478-3430-40fe-8e9c-4ee9986e9754.jsonl"
     shutil.copy(CLAUDE_FIXTURE, tp)
     ev = base(ws, "SessionEnd", session="c64cc478-3430-40fe-8e9c-4ee9986e9754", transcript=tp, reason="prompt_input_exit")
-    r = run_hook(ev, "session-end", env=clean_env(TC_HOOK_REGROW="0.2"))
+    r = run_hook(ev, "session-end", env=clean_env(**knobs(hook_regrow=0.2)))
     assert r.returncode == 0 and r.stdout == b"", r.stderr
     assert r.elapsed < 1.5, f"SessionEnd took {r.elapsed:.2f}s: over its 1.5 s budget"
     main = "refs/checkpoints/sessions/claude-c64cc478-3430-40fe-8e9c-4ee9986e9754/main"
@@ -241,7 +241,7 @@ def test_session_end_returns_at_once_and_records_in_the_background(ws, tmp_path)
     wait_for(lambda: "worker: recorded" in (store / "tc" / "hooks.log").read_text())
     time.sleep(0.6)
     before = git(store, "count-objects", "-v").decode()
-    r = run_hook(ev, "session-end", env=clean_env(TC_HOOK_REGROW="0.2"))
+    r = run_hook(ev, "session-end", env=clean_env(**knobs(hook_regrow=0.2)))
     assert wait_for(lambda: (store / "tc" / "hooks.log").read_text().count("worker: recorded") >= 2)
     assert refs(store, main)[main] == tip
     log = (store / "tc" / "hooks.log").read_text()
@@ -256,7 +256,7 @@ def test_session_end_picks_up_a_transcript_that_is_still_growing(ws, tmp_path):
     tp = tmp_path / "grow.jsonl"
     tp.write_bytes(b"".join(lines[:10]))
     ev = base(ws, "SessionEnd", session="c64cc478-3430-40fe-8e9c-4ee9986e9754", transcript=tp, reason="other")
-    assert run_hook(ev, env=clean_env(TC_HOOK_SETTLE="0", TC_HOOK_REGROW="0.8")).returncode == 0
+    assert run_hook(ev, env=clean_env(**knobs(hook_settle=0, hook_regrow=0.8))).returncode == 0
     assert wait_for(lambda: "worker: recorded" in (store / "tc" / "hooks.log").read_text())
     tp.write_bytes(b"".join(lines))  # the agent flushed the rest after the hook fired
     main = "refs/checkpoints/sessions/claude-c64cc478-3430-40fe-8e9c-4ee9986e9754/main"
@@ -323,9 +323,10 @@ def test_hook_module_imports_neither_mcp_nor_pygit2_when_idle(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env())
     assert r.returncode == 0, r.stderr
     # only stdlib-only modules besides the entry itself: the shared names (refs), the clipping rule
-    # (jsonsafe), the recording rules, and the workspace/store locator the CLI uses too (discover, errors)
+    # (jsonsafe), the recording rules, the settings, and the workspace/store locator the CLI uses too (discover, errors)
     assert eval(r.stdout) == ["tc_git", "tc_git.base", "tc_git.base.errors",
-                              "tc_git.base.jsonsafe", "tc_git.base.recordrules", "tc_git.base.refs", "tc_git.hooks", "tc_git.storage", "tc_git.storage.discover"]
+                              "tc_git.base.jsonsafe", "tc_git.base.recordrules", "tc_git.base.refs", "tc_git.base.settings",
+                              "tc_git.hooks", "tc_git.storage", "tc_git.storage.discover"]
 
 
 def test_hooks_and_engine_find_the_same_store(tmp_path, monkeypatch):
@@ -425,7 +426,7 @@ def test_post_tool_use_on_a_closed_task_is_quiet(ws):
 def _user_env(tmp_path, **extra):
     home, data = tmp_path / "home", tmp_path / "xdg"
     home.mkdir(exist_ok=True)
-    return clean_env(HOME=home, XDG_DATA_HOME=data, TC_HOOK_SETTLE="0", TC_HOOK_REGROW="0.2", **extra), data
+    return clean_env(HOME=home, XDG_DATA_HOME=data, **knobs(hook_settle=0, hook_regrow=0.2), **extra), data
 
 
 def test_session_end_without_a_store_records_into_the_user_store(tmp_path):

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TC, TRANSCRIPTS, clean_env, fsck, git, tc
+from conftest import TC, TRANSCRIPTS, clean_env, fsck, git, knobs, tc
 from mcp import Client, StdioServerParameters
 from test_hostile_import import peak_rss_kib
 
@@ -109,7 +109,7 @@ def test_session_end_hook_records_the_rest_of_the_session(tmp_path):
     payload = {"root": str(ws), "store": str(store), "agent": "claude", "transcript": str(tp),
                "session": "e7a6b5c4-odd", "event": "SessionEnd", "reason": "other", "user_store": None}
     r = subprocess.run([sys.executable, "-P", "-m", "tc_git.hooks", "_worker", json.dumps(payload)], cwd=ws,
-                       capture_output=True, env=clean_env(TC_HOOK_SETTLE="0", TC_HOOK_REGROW="0"), timeout=120)
+                       capture_output=True, env=clean_env(**knobs(hook_settle=0, hook_regrow=0)), timeout=120)
     assert r.returncode == 0, r.stderr
     log = (store / "tc" / "hooks.log").read_text()
     assert "worker: recorded" in log and "failed" not in log, log

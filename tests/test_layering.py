@@ -419,3 +419,100 @@ def test_handoff_takes_the_user_git_settings_from_its_caller():
                      for node in ast.walk(ast.parse(MODULES[n].read_text(encoding="utf-8")))
                      if isinstance(node, ast.Constant) and node.value in ("TC_GIT", "TC_GIT_VERIFY"))
     assert not readers, f"handoff modules reading the user-git settings themselves: {readers}"
+
+
+# The environment is read in one place (issue 31): base/settings.py. The front ends read it once
+# (Settings.from_env) and pass the settings down; below them no module touches os.environ or
+# os.getenv, and no module but settings names a TC_* variable when it reads the environment.
+# ENV_ALLOWED: modules still reading it, each with its reason; the list may only shrink.
+ENV_MODULE = "base.settings"
+ENV_FRONT_ENDS = ("cli", "cli.*", "mcp", "mcp.*", "hooks", "__main__")
+ENV_ALLOWED: dict[str, str] = {
+    "storage.packwriter": "TC_PACKWRITER: the pack writers are being merged (issue 31, storage packing)",
+    "storage.savepack": "TC_SAVEPACK*, TC_ORPHAN_INDEX_MAX_MB: as above",
+    "storage.mempack": "TC_MEMPACK: as above",
+    "workspace.inotify": "TC_INOTIFY: not yet moved to settings",
+    "workspace.journal": "TC_JOURNAL_MAX, TC_REWATCH_AFTER: not yet moved to settings",
+    "workspace.pathsafe": "TC_PATH_RULES: not yet moved to settings",
+    "workspace.scan": "TC_SCAN, TC_SCAN_MIN: not yet moved to settings",
+    "workspace.secrets": "TC_SECRETS_ENGINE, KF_RULE_CACHE_DIR: not yet moved to settings",
+    "workspace.snapshot": "TC_INDEXFILE, TC_MEMPACK_MAX_BYTES: not yet moved to settings",
+    "workspace.wsfs": "TC_WSFS, TC_RESTORE_EXCHANGE: not yet moved to settings",
+    "timeline.capture": "TC_AGENT, TC_SESSION: not yet moved to settings",
+    "timeline.diffstat": "COLUMNS: not yet moved to settings",
+    "timeline.restore": "TC_RESTORE_THREADS: not yet moved to settings",
+    "trajectory.model": "TC_IMAGE_MAX_BYTES: not yet moved to settings",
+    "trajectory.sessionfile": "CLAUDE_CONFIG_DIR, CODEX_HOME: not yet moved to settings",
+    "handoff.remotes": "the child git's environment: not yet moved to settings.child_env",
+}
+
+
+def _env_reads(path: Path) -> list[tuple[int, str | None]]:
+    """Each read of the environment in `path`: (line, the TC_* name it reads or None)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: list[tuple[int, str | None]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "os" and any(
+                a.name in ("environ", "environb", "getenv", "getenvb") for a in node.names):
+            out.append((node.lineno, None))
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os" \
+                and node.attr in ("environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"):
+            out.append((node.lineno, None))
+    for node in ast.walk(tree):  # the TC_* names read: os.environ.get("TC_X"), os.environ["TC_X"], os.getenv("TC_X")
+        src = ast.unparse(node) if isinstance(node, (ast.Call, ast.Subscript)) else ""
+        if src.startswith(("os.environ", "os.getenv")):
+            for c in ast.walk(node):
+                if isinstance(c, ast.Constant) and isinstance(c.value, str) and re.fullmatch(r"TC_[A-Z0-9_]+", c.value):
+                    out.append((node.lineno, c.value))
+    return out
+
+
+def _front_end(name: str) -> bool:
+    return any(name == p or (p.endswith(".*") and name.startswith(p[:-1])) for p in ENV_FRONT_ENDS)
+
+
+def test_only_the_settings_module_and_the_front_ends_read_the_environment():
+    below = sorted(f"{n}:{line}" for n, p in MODULES.items() if n != ENV_MODULE and not _front_end(n)
+                   and n not in ENV_ALLOWED for line, _var in _env_reads(p))
+    assert not below, ("modules below the front ends reading the environment (take the value from "
+                       f"tc_git/base/settings.py: the engine's settings or settings.current()): {below}")
+    stale = sorted(n for n in ENV_ALLOWED if n not in MODULES or not _env_reads(MODULES[n]))
+    assert not stale, f"fixed: remove these entries from ENV_ALLOWED: {stale}"
+
+
+def test_tc_variables_are_read_only_by_the_settings_module():
+    named = sorted(f"{n}:{line} {var}" for n, p in MODULES.items() if n != ENV_MODULE and n not in ENV_ALLOWED
+                   for line, var in _env_reads(p) if var)
+    assert not named, f"TC_* variables read outside tc_git/base/settings.py (add a field there): {named}"
+
+
+def test_the_settings_rule_sees_a_read():
+    """The check finds the ways a module reads the environment (a guard against a blind test)."""
+    import tempfile
+
+    src = ("import os\nfrom os import getenv\n"
+           "a = os.environ.get('TC_X')\nb = os.environ['TC_Y']\nc = os.getenv('TC_Z', '1')\nd = dict(os.environ)\n")
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "m.py"
+        p.write_text(src)
+        reads = _env_reads(p)
+    assert sorted(v for _line, v in reads if v) == ["TC_X", "TC_Y", "TC_Z"]
+    assert {line for line, _v in reads} == {2, 3, 4, 5, 6}
+
+
+def test_settings_fields_match_their_tables():
+    """Every setting has one row (its variable, default and parser, or a knob's default and type)
+    and one annotated field; the user-facing ones are each in docs/reference.md's table."""
+    from tc_git.base import settings
+
+    tables = [settings.USER, settings.PORTABLE, settings.OTHERS, settings.KNOBS]
+    names = [n for t in tables for n in t]
+    assert len(names) == len(set(names))
+    assert set(settings.Settings.__annotations__) == set(names)
+    default = settings.Settings()
+    assert settings.Settings.from_env({}) == default  # an empty environment: every default
+    reference = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+    for table in (settings.USER, settings.PORTABLE):
+        for _name, (var, _d, _p) in table.items():
+            assert f"| `{var}` |" in reference, f"{var} is not in docs/reference.md's Environment table"
+    assert len(settings.USER) <= 13, "keep the user-facing settings few (issue 31)"

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import clean_env
+from conftest import clean_env, knobs
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
@@ -44,13 +44,18 @@ class Wire:
             self.p.stderr.close()
 
 
+def _fast(on: bool, env: dict) -> dict:
+    """The test hook's knobs of `env` plus the fast start on or off."""
+    return {"TC_TEST_SETTINGS": env["TC_TEST_SETTINGS"] + f",mcp_fast={'on' if on else 'off'}"}
+
+
 @pytest.fixture
 def env(tmp_path):
-    return clean_env(TC_WATCH="off", TC_GIT="off", TC_MCP_CACHE=str(tmp_path / "cache"))
+    return clean_env(TC_WATCH="off", TC_GIT="off", **knobs(mcp_cache=tmp_path / "cache"))
 
 
 def session(env, cwd, fast: bool, version="2025-06-18") -> tuple[list[dict], float]:
-    w = Wire([sys.executable, "-m", "tc_git"], dict(env, TC_MCP_FAST="on" if fast else "off"), cwd)
+    w = Wire([sys.executable, "-m", "tc_git"], dict(env, **_fast(fast, env)), cwd)
     t0 = time.perf_counter()
     init = w.ask({**INIT, "params": {**INIT["params"], "protocolVersion": version}})
     w.send(INITIALIZED)
@@ -88,7 +93,7 @@ MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
 def modern_session(env, cwd, fast: bool) -> list[dict]:
     """What the current SDK's default client (mode "auto") sends: server/discover, then requests
     that each carry their protocol version in `_meta` (no initialize)."""
-    w = Wire([sys.executable, "-m", "tc_git"], dict(env, TC_MCP_FAST="on" if fast else "off"), cwd)
+    w = Wire([sys.executable, "-m", "tc_git"], dict(env, **_fast(fast, env)), cwd)
     out = [w.ask({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": MODERN_META}}),
            w.ask({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": MODERN_META}}),
            w.ask({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
@@ -113,14 +118,14 @@ def test_fast_start_does_not_wait_for_the_sdk(env, tmp_path):
     code = ("import threading, sys; from tc_git.mcp import fast as mcp_fast; "
             "mcp_fast.FastFront._import_server = lambda self: threading.Event().wait(); "
             "mcp_fast.main([])")
-    w = Wire([sys.executable, "-c", code], dict(env, TC_MCP_FAST="on"), tmp_path)
+    w = Wire([sys.executable, "-c", code], dict(env, **_fast(True, env)), tmp_path)
     assert w.ask(INIT)["result"]["serverInfo"]["name"] == "tc-git"
     w.send(INITIALIZED)
     assert w.ask({"jsonrpc": "2.0", "id": 2, "method": "ping"})["result"] == {}
     tools = w.ask({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})["result"]["tools"]
     assert [t["name"] for t in tools][:2] == ["tc_init", "tc_save"]
     assert w.close() == 0
-    w = Wire([sys.executable, "-c", code], dict(env, TC_MCP_FAST="on"), tmp_path)  # the current client's way
+    w = Wire([sys.executable, "-c", code], dict(env, **_fast(True, env)), tmp_path)  # the current client's way
     assert w.ask({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": MODERN_META}})["result"]
     tools = w.ask({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": MODERN_META}})["result"]["tools"]
     assert [t["name"] for t in tools][:2] == ["tc_init", "tc_save"]
@@ -149,7 +154,7 @@ def test_hostile_strings_are_answered(env, tmp_path, fast):
     answer), unknown names, odd roots: every request gets an answer, the server keeps answering ping."""
     if fast:
         session(env, tmp_path, fast=False)  # writes the cache
-    w = Wire([sys.executable, "-m", "tc_git"], dict(env, TC_MCP_FAST="on" if fast else "off"), tmp_path)
+    w = Wire([sys.executable, "-m", "tc_git"], dict(env, **_fast(fast, env)), tmp_path)
     w.ask(INIT)
     w.send(INITIALIZED)
     root = json.dumps(str(tmp_path))
@@ -197,7 +202,7 @@ def test_no_line_stops_the_reader(env, tmp_path, fast):
     goes on answering."""
     if fast:
         session(env, tmp_path, fast=False)  # writes the cache
-    w = Wire([sys.executable, "-m", "tc_git"], dict(env, TC_MCP_FAST="on" if fast else "off"), tmp_path)
+    w = Wire([sys.executable, "-m", "tc_git"], dict(env, **_fast(fast, env)), tmp_path)
     w.send(_nested(1000, 100_000))  # before anything else: in the fast front when there is one
     r = _answer(w, 1000)
     assert r["error"]["code"] == -32600 and "deeper" in r["error"]["message"], r

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import clean_env, fsck, write
+from conftest import clean_env, fsck, knobs, write
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
@@ -48,7 +48,7 @@ class Server:
 
 @pytest.fixture
 def env(tmp_path):
-    return clean_env(TC_GIT="off", TC_MCP_CACHE=str(tmp_path / "cache"))
+    return clean_env(TC_GIT="off", **knobs(mcp_cache=tmp_path / "cache"))
 
 
 def test_signals_end_the_server_cleanly(env, tmp_path):

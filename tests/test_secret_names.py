@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import TC, clean_env, fsck, git
+from conftest import TC, clean_env, fsck, git, knobs
 
 from tc_git.workspace import secrets
 
@@ -110,7 +110,7 @@ def test_a_token_passed_as_a_task_id_never_reaches_a_log(tmp_path):
     ws.mkdir()
     (ws / "a.txt").write_text("a\n")
     Engine(ws).init("logs")
-    env = clean_env(TC_GIT="off", TC_WATCH="off", TC_MCP_FAST="off")
+    env = clean_env(TC_GIT="off", TC_WATCH="off", **knobs(mcp_fast="off"))
     p = subprocess.Popen([sys.executable, "-m", "tc_git"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, env=env, cwd=ws)
     msgs = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TC, TRANSCRIPTS, clean_env, diff_fingerprints, dir_fingerprint, fsck, git
+from conftest import TC, TRANSCRIPTS, clean_env, diff_fingerprints, dir_fingerprint, fsck, git, knobs
 
 from tc_git.base.errors import UntrustedStore
 
@@ -87,7 +87,7 @@ def test_a_store_another_user_planted_above_the_project_is_never_used(tmp_path):
     (proj / "src" / "a.py").write_text("print('mine')\n")
     home = base / "home"
     home.mkdir()
-    env = clean_env(HOME=home, XDG_DATA_HOME=base / "xdg", TC_HOOK_SETTLE="0", TC_HOOK_REGROW="0.2", TC_GIT="off")
+    env = clean_env(HOME=home, XDG_DATA_HOME=base / "xdg", **knobs(hook_settle=0, hook_regrow=0.2), TC_GIT="off")
     before = dir_fingerprint(store)
 
     # SessionStart: nothing injected, a line on stderr says why
@@ -252,7 +252,7 @@ def test_the_user_level_store_is_checked_the_same_way(tmp_path, monkeypatch):
         open_user_store(proj)
     tp = tmp_path / f"{SESSION}.jsonl"
     shutil.copy(TRANSCRIPTS / "claude-drmaciver-1.jsonl", tp)
-    env = clean_env(HOME=tmp_path / "home", XDG_DATA_HOME=tmp_path / "xdg", TC_HOOK_SETTLE="0", TC_GIT="off")
+    env = clean_env(HOME=tmp_path / "home", XDG_DATA_HOME=tmp_path / "xdg", **knobs(hook_settle=0), TC_GIT="off")
     r = hook(event(proj, "SessionEnd", transcript_path=str(tp), reason="other"), env)
     assert (r.returncode, r.stdout) == (0, b"") and b"user-level store" in r.stderr, r.stderr
     assert diff_fingerprints(before, dir_fingerprint(tmp_path / "xdg")) == []

@@ -8,6 +8,8 @@ import os
 import time
 from pathlib import Path
 
+from .settings import current
+
 LOG_MAX_BYTES = 1 << 20
 FSYNC_ENV = "TC_RESTORE_FSYNC"
 
@@ -15,8 +17,7 @@ FSYNC_ENV = "TC_RESTORE_FSYNC"
 def fsync_setting() -> str:
     """TC_RESTORE_FSYNC: `large` (default: files of 1 MiB or more), `all` or `off`. Read by the
     workspace writes, the restore journal and the store's own writes alike."""
-    v = os.environ.get(FSYNC_ENV, "large").strip().lower()
-    return "off" if v in ("0", "off", "false", "no") else "all" if v in ("all", "on", "1", "true", "yes") else "large"
+    return current().fsync
 
 
 def atomic_write(path, data: bytes, mode: int = 0o600, sync: bool = True) -> None:

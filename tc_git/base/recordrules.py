@@ -6,20 +6,21 @@ from __future__ import annotations
 
 import os
 
+from .settings import current
+
 OPT_OUT_FILE = ".tc-no-record"
 
 
 def record_mode() -> str:
     """`TC_RECORD`: off | tasks | all (default; anything unknown counts as all)."""
-    mode = (os.environ.get("TC_RECORD") or "all").strip().lower()
-    return mode if mode in ("off", "tasks", "all") else "all"
+    return current().record
 
 
 def user_store_path():
     """`$XDG_DATA_HOME/tc-git/store` (default `~/.local/share/tc-git/store`)."""
     from pathlib import Path  # only when asked: the hook entry starts without it
 
-    base = os.environ.get("XDG_DATA_HOME") or ""
+    base = current().data_home
     if not os.path.isabs(base):  # the XDG spec: a relative value is invalid, ignore it
         base = os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "tc-git" / "store"

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from .. import __version__
-from ..base import jsonsafe
+from ..base import jsonsafe, settings
 from ..base.errors import BadInput, Hint, TcError, UntrustedStore
 from . import blame, core, handoff, hooks, run, setup, skill, trajectory, view
 from .common import ID_HELP, prog, set_prog
@@ -198,6 +198,15 @@ def _prog(argv0: str) -> str:
 
 
 def main(argv: list[str]) -> int:
+    """One command: the environment read once into settings, installed for the command's length."""
+    previous = settings.install(settings.Settings.from_env())
+    try:
+        return _command(argv)
+    finally:
+        settings.install(previous)
+
+
+def _command(argv: list[str]) -> int:
     set_prog(_prog(sys.argv[0] if sys.argv else ""))
     if not argv:
         print(START_HERE.format(p=prog()))
@@ -218,6 +227,7 @@ def main(argv: list[str]) -> int:
         return 0
     progress = Progress(enabled=not args.json)
     args.progress = progress
+    args.settings = settings.current()
     try:
         args.root = _workspace(args) if args.cmd not in NO_WORKSPACE else (args.root or os.getcwd())
         result = args.func(args)

@@ -8,13 +8,14 @@ it did; stock git has the last word.
 """
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
+from ..base import settings
 from ..base.refs import task_ref
+from ..base.settings import child_env
 from ..engine import Engine
 
 APP_V1 = "def total(prices):\n    return sum(prices)\n"
@@ -27,9 +28,8 @@ COL = 44  # where the "what happened" column starts
 
 
 def _git(*args, cwd) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_AUTHOR_NAME="demo", GIT_AUTHOR_EMAIL="demo@example.com", GIT_COMMITTER_NAME="demo",
-               GIT_COMMITTER_EMAIL="demo@example.com", GIT_PAGER="cat")
+    env = child_env(GIT_AUTHOR_NAME="demo", GIT_AUTHOR_EMAIL="demo@example.com", GIT_COMMITTER_NAME="demo",
+                    GIT_COMMITTER_EMAIL="demo@example.com", GIT_PAGER="cat")
     return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout
 
 
@@ -67,8 +67,7 @@ def run_demo(keep: bool = False) -> dict:
             if result:
                 say(" " * COL + result)
 
-    old_env = {k: os.environ.get(k) for k in ("TC_GIT", "TC_WATCH")}
-    os.environ["TC_GIT"] = "off"  # the demo's git repo is a prop: leave it as the user would
+    previous = settings.install(settings.current().replace(git=False))  # the demo's git repo is a prop
     try:
         (ws / "app.py").write_text(APP_V1)
         (ws / "README.md").write_text("# shop\n")
@@ -166,10 +165,6 @@ def run_demo(keep: bool = False) -> dict:
         return {"workspace": str(ws), "second_workspace": str(ws2), "task_id": task, "view": page["path"],
                 "bundle": str(bundle), "text": "\n".join(out)}
     finally:
-        for k, v in old_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        settings.install(previous)
         if not keep:
             shutil.rmtree(base, ignore_errors=True)

@@ -8,16 +8,16 @@ pydantic versions) and later starts answer them from it with the stdlib only, wh
 the engine are imported in a background thread. The first other request (tools/call,
 resources/read, prompts/get, anything unknown) hands the session over to the real server: the
 initialize exchange is replayed into it (its second answer is dropped) and from then on every byte
-goes through the SDK. No cache (first run, upgrade), `TC_MCP_FAST=off` or any doubt: the full
+goes through the SDK. No cache (first run, upgrade), the `mcp_fast` setting off or any doubt: the full
 server from the start.
 """
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 
+from ..base import settings
 from .wire import claim_wire, load_cache, read_line, screen
 
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
@@ -25,8 +25,8 @@ PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    cache = None if argv or os.environ.get("TC_MCP_FAST", "").lower() in ("off", "0", "false", "no") \
-        else load_cache()
+    settings.install(settings.Settings.from_env())  # the server process's settings, read once
+    cache = None if argv or not settings.current().mcp_fast else load_cache()
     if cache is None:
         from .server import main as full_main
 

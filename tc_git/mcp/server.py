@@ -39,7 +39,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, TypeAdapter, ValidationError
 
 from .. import __version__
-from ..base import jsonsafe, results
+from ..base import jsonsafe, results, settings
 from ..base.errors import Hint, TcError
 from ..base.refs import POINTER_FILE, STORE_DIRNAME
 from ..storage import handles, heap
@@ -861,7 +861,8 @@ def build_server(watch: bool | None = None) -> TcServer:
 
 # ------------------------------------------------------------------------------- entry point
 def _setup_logging() -> None:
-    level = os.environ.get("TC_LOG_LEVEL", "INFO").upper()
+    s = settings.current()
+    level = s.log_level
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("tc-git-mcp %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(_Redacting())
@@ -869,7 +870,7 @@ def _setup_logging() -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)
     logging.getLogger("tc_git").setLevel(getattr(logging, level, logging.INFO))
-    env_store = os.environ.get("TC_STORE")
+    env_store = s.store
     if env_store:
         _store_log(Path(os.path.expanduser(env_store)), f"tc-mcp {__version__} start (cwd {os.getcwd()})")
 
@@ -891,7 +892,7 @@ def warm() -> None:
 
 
 def _release_idle_secrets_engine() -> None:
-    """The credential engine (~45 MiB) is dropped after TC_SECRETS_IDLE seconds (300) unused. Its
+    """The credential engine (~45 MiB) is dropped after `secrets_idle` seconds (300) unused. Its
     compiled rules are built into their disk cache first if missing (a fresh HOME), in the
     background: the agent's first file edit then does not compile them in the PostToolUse hook."""
     from ..workspace import secrets
@@ -904,10 +905,7 @@ def _release_idle_secrets_engine() -> None:
 
     threading.Thread(target=build, name="tc-secret-rules", daemon=True).start()
 
-    try:
-        idle = float(os.environ.get("TC_SECRETS_IDLE", "300"))
-    except ValueError:
-        idle = 300.0
+    idle = settings.current().secrets_idle
     if idle > 0:
         secrets.release_when_idle(idle)
 
@@ -1037,7 +1035,7 @@ def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("-h", "--help"):
         print("tc-mcp: the tc-git MCP server on stdio (no arguments). Env: TC_STORE, TC_WATCH=off, "
-              "TC_WATCH_INTERVAL, TC_DRIFT_MAX_WAIT, TC_LOCK_TIMEOUT, TC_LOG_LEVEL, TC_MCP_FAST=off. "
+              "TC_WATCH_INTERVAL, TC_DRIFT_MAX_WAIT, TC_LOCK_TIMEOUT, TC_LOG_LEVEL (docs/reference.md). "
               "Skill: `tc-git setup --client claude`.")
         return
     if argv and argv[0] == "--version":
@@ -1046,6 +1044,7 @@ def main(argv=None) -> None:
     if argv:
         print(f"tc-mcp: unknown arguments {argv!r} (try --help)", file=sys.stderr)
         sys.exit(2)
+    settings.install(settings.Settings.from_env())  # the server process's settings, read once
     _setup_logging()
     server = build_server()
     _write_fast_cache(server)

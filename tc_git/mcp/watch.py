@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.refs import STORE_DIRNAME
+from ..base.settings import current
 from ..storage import handles, heap
 
 if TYPE_CHECKING:  # annotations only: the engine (and pygit2) load on first use
@@ -34,15 +35,7 @@ MAX_ROOTS = 16  # workspaces watched at once (oldest dropped first); bounds inot
 
 
 def watch_enabled() -> bool:
-    return os.environ.get("TC_WATCH", "on").strip().lower() not in ("off", "0", "false", "no")
-
-
-def _env_float(name: str, default: float, lo: float) -> float:
-    try:
-        return max(lo, float(os.environ.get(name, default)))
-    except ValueError:
-        log.warning("%s=%r is not a number; using %s", name, os.environ.get(name), default)
-        return default
+    return current().watch != "off"
 
 
 class _Root:
@@ -76,8 +69,9 @@ class DriftWatcher:
 
     def __init__(self, interval: float | None = None, max_wait: float | None = None, log_line=None,
                  engine_factory=None, poll: bool | None = None):
-        self.interval = interval if interval is not None else _env_float("TC_WATCH_INTERVAL", 15.0, 0.05)
-        self.max_wait = max_wait if max_wait is not None else _env_float("TC_DRIFT_MAX_WAIT", 60.0, 0.05)
+        s = current()
+        self.interval = interval if interval is not None else s.watch_interval
+        self.max_wait = max_wait if max_wait is not None else s.drift_max_wait
         self.max_wait = max(self.max_wait, self.interval)
         self.log_line = log_line or (lambda store, line: None)
         self.engine_factory = engine_factory
@@ -91,7 +85,7 @@ class DriftWatcher:
         self.native = False  # notifications read by tc_git/workspace/inotify.py (Linux), not by watchdog
         self.failures = 0
         # TC_WATCH=poll forces the stat-poll fallback (file systems without notifications, e.g. NFS)
-        self.force_poll = poll if poll is not None else os.environ.get("TC_WATCH", "").strip().lower() == "poll"
+        self.force_poll = poll if poll is not None else s.watch == "poll"
         handles.enable()  # a long-lived process: indexes are written after each call's answer
 
     # ----------------------------------------------------------------------- registration

@@ -17,6 +17,7 @@ from operator import sub
 from pathlib import Path
 
 from .. import __version__
+from ..base.settings import current
 
 CACHE_FORMAT = "3"
 
@@ -42,8 +43,8 @@ def cache_path() -> Path:
             h.update(name.encode())
     for part in (__version__, _stamp("mcp"), _stamp("mcp_types"), _stamp("pydantic"), sys.version):
         h.update(part.encode())
-    base = os.environ.get("TC_MCP_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tc-git")
+    s = current()
+    base = s.mcp_cache or os.path.join(s.cache_home or os.path.join(os.path.expanduser("~"), ".cache"), "tc-git")
     return Path(base) / f"mcp-{h.hexdigest()[:16]}.json"
 
 

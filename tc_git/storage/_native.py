@@ -39,6 +39,8 @@ import time
 
 import pygit2
 
+from ..base.settings import current
+
 PACK = "pack"            # pack of a revision walk into memory (bundles, connectivity check)
 INDEXER = "indexer"      # index a pack stream into a repository (bundle import, first-snapshot pack)
 MEMPACK = "mempack"      # new objects held in memory, then written as one pack
@@ -62,7 +64,7 @@ _SYMBOLS: dict[str, tuple[str, ...]] = {
 
 def enabled() -> bool:
     """False under TC_NATIVE=off: nothing below pygit2's public API is called."""
-    return os.environ.get("TC_NATIVE", "").strip().lower() not in ("0", "off", "no", "false")
+    return current().native
 
 
 class GitCallError(Exception):

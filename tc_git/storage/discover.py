@@ -23,6 +23,7 @@ from pathlib import Path
 from ..base.errors import BadInput, UnsafeRoot, UntrustedStore
 from ..base.recordrules import user_store_path
 from ..base.refs import POINTER_FILE, STORE_DIRNAME
+from ..base.settings import current
 
 SAFE_STORES_ENV = "TC_SAFE_STORES"
 
@@ -39,7 +40,7 @@ def _user_name(uid: int) -> str:
 def _trusted(path: str, workspace: str | None) -> bool:
     """TC_SAFE_STORES: store directories (or the workspaces holding them) to use though another
     user owns them or others can write them, separated like PATH; `*` trusts every store."""
-    entries = [e.strip() for e in (os.environ.get(SAFE_STORES_ENV) or "").split(os.pathsep) if e.strip()]
+    entries = current().safe_stores
     if "*" in entries:
         return True
     wanted = {os.path.realpath(path)} | ({os.path.realpath(workspace)} if workspace else set())
@@ -107,7 +108,7 @@ def _is_store(d: Path) -> bool:
 
 
 def _known_workspaces() -> set[str] | None:
-    env = os.environ.get("TC_STORE")
+    env = current().store
     if not env:
         return None
     try:
@@ -133,10 +134,11 @@ def find_workspace(start: str | os.PathLike) -> Path | None:
         dev = here.stat().st_dev
     except OSError:
         return None
-    across = os.environ.get("TC_DISCOVERY_ACROSS_FILESYSTEM", "").lower() in ("1", "true", "yes")
+    s = current()
+    across = s.across_filesystems
     ceilings = set()
-    for c in (os.environ.get("TC_CEILING_DIRECTORIES") or "").split(os.pathsep):
-        if c.strip():
+    for c in s.ceilings:
+        if c:
             try:
                 ceilings.add(Path(os.path.expanduser(c)).resolve())
             except OSError:
@@ -190,7 +192,7 @@ def store_dir(root: Path) -> tuple[Path, str]:
     $TC_STORE is the caller's, relative to the process's directory; a pointer's path is relative
     to the workspace, never to the process's directory. Nothing is checked beyond reading the
     pointer: `store.check_location` applies the trust rules."""
-    env = os.environ.get("TC_STORE")
+    env = current().store
     if env:
         return Path(os.path.abspath(user_path(env, Path.cwd(), "TC_STORE"))), "TC_STORE"
     pointer = root / POINTER_FILE

@@ -13,7 +13,7 @@ the change (issue 14, measured at 50k files):
   opts in (`enable()`: the MCP server and the drift watcher), a snapshot marks the index dirty
   (`mark_dirty`) instead of writing it. The store's file lock stays held past the end of the
   call; `Store.release` hands lock and handle to a short-lived thread that writes the index
-  TC_INDEX_DELAY seconds later (0.05) and then releases the lock. A locked call of this process
+  the `index_delay` setting's seconds later (0.05) and then releases the lock. A locked call of this process
   on the same store before that takes lock and handle over as they are (`claim`: the index in
   memory is the current one), so saves in a row write the index once; a dirty index is written
   within MAX_AGE (1 s) of its first change whatever happens.
@@ -40,6 +40,7 @@ import threading
 import time
 from typing import Any
 
+from ..base.settings import current
 from . import lockfile
 
 log = logging.getLogger("tc_git.storage.handles")
@@ -73,22 +74,18 @@ def key(path) -> str:
 
 def enable(on: bool = True) -> None:
     """Write indexes after the answer in this process while at least one long-lived user (the
-    MCP server, a drift watcher) wants it: `enable()` counts one more, `enable(False)` one less.
-    TC_INDEX_DEFER=off: never."""
+    MCP server, a drift watcher) wants it: `enable()` counts one more, `enable(False)` one less."""
     global _users
     with _cv:
         _users = _users + 1 if on else max(0, _users - 1)
 
 
 def enabled() -> bool:
-    return _users > 0 and os.environ.get("TC_INDEX_DEFER", "on").strip().lower() not in ("off", "0", "false", "no")
+    return _users > 0
 
 
 def _delay() -> float:
-    try:
-        return max(0.0, float(os.environ.get("TC_INDEX_DELAY", "0.05")))
-    except ValueError:
-        return 0.05
+    return max(0.0, current().index_delay)
 
 
 # ----------------------------------------------------------------------------- idle handles
@@ -135,7 +132,7 @@ def drop_idle(keep=None) -> int:
     k = key(keep) if keep is not None else None
     with _cv:
         # a handle whose index write is still deferred (the call just before: a save, an export's
-        # capture) is checked in only once written: waited for (<= TC_INDEX_DELAY + the write),
+        # capture) is checked in only once written: waited for (<= index_delay + the write),
         # else it came back right after this and stayed through the peak it was dropped for
         for pk in [pk for pk in _pending if pk != k]:
             _wait_written(pk)

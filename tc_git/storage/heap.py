@@ -13,7 +13,7 @@ show for it):
   `malloc_trim(0)` returns every free page of every arena (glibc 2.8+: the middle of a heap too,
   not only its top), a few ms with the GIL released. Elsewhere (musl, macOS, Windows) a no-op.
 
-`TC_MALLOC_TRIM=off` disables both.
+The `malloc_trim` setting (tc_git/base/settings.py) off disables both.
 
 And libgit2's own memory, once per process (`bound_libgit2`, when the server first loads the
 engine): pack files are read through mmap'd windows, and every page touched counts in the
@@ -22,7 +22,7 @@ resident size until the window is unmapped; libgit2 unmaps only past `mwindow_ma
 resident (measured at 50k files in-process: import peak 137 -> 123 MiB, compress 130 -> 120; an
 export maps one window of its one pack and does not change). With 1 GiB windows (libgit2's size)
 a pack is one window, which the limit never unmaps while it is read: the server maps 4 MiB
-windows under an 8 MiB limit (`TC_LIBGIT2_WINDOW_MB`, `TC_LIBGIT2_MAPPED_MB`), so a restore,
+windows under an 8 MiB limit (settings `libgit2_window_mb`, `libgit2_mapped_mb`), so a restore,
 an export or a compress that reads a whole 17 MB pack keeps ~8 MiB of it resident, not all of it
 (in-process at 50k files: import 160 -> 150 MiB peak, the export after it 162 -> 149, compress
 161 -> 146). libgit2 1.9.7's indexer refuses valid packs with small windows in force ("unexpected
@@ -34,16 +34,17 @@ object cache (`cache_max_size`, 256 MiB) made no measurable difference and keeps
 from __future__ import annotations
 
 import gc
-import os
 import threading
 from typing import Any
+
+from ..base.settings import current
 
 _trim: Any = None  # the C function once found; False where there is none
 _pending: threading.Thread | None = None  # settle_soon's thread while it runs
 
 
 def enabled() -> bool:
-    return os.environ.get("TC_MALLOC_TRIM", "on").lower() not in ("0", "off", "false", "no")
+    return current().malloc_trim
 
 
 def trim() -> bool:
@@ -92,13 +93,12 @@ def settle_soon() -> None:
 
 
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
-MMAP_KB = 128  # blocks from this size up are mmap'd, each its own mapping (TC_MALLOC_MMAP_KB; 0: glibc's)
 _tuned: int | None = None
 
 
 def fix_mmap_threshold() -> int:
-    """Keep glibc's mmap threshold at MMAP_KB (its initial value) for the process's life; returns
-    the threshold set (bytes), 0 when glibc's own rule stays (TC_MALLOC_MMAP_KB=0, the
+    """Keep glibc's mmap threshold at the `malloc_mmap_kb` setting (128: its initial value) for the process's life; returns
+    the threshold set (bytes), 0 when glibc's own rule stays (`malloc_mmap_kb` 0, the
     MALLOC_MMAP_THRESHOLD_ tunable given, no glibc).
 
     glibc raises the threshold to the size of each mmap'd block freed (up to 32 MiB): after the
@@ -111,9 +111,10 @@ def fix_mmap_threshold() -> int:
     per call at 10k files)."""
     global _tuned
     if _tuned is None:
-        kb = _env_mb("TC_MALLOC_MMAP_KB", MMAP_KB)
+        s = current()
+        kb = max(0, s.malloc_mmap_kb)
         fn = None
-        if kb and "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+        if kb and not s.malloc_threshold_set:
             from . import _native
 
             fn = _native.mallopt_fn()
@@ -121,25 +122,19 @@ def fix_mmap_threshold() -> int:
     return _tuned
 
 
-MAPPED_MB = 8  # libgit2's mmap'd pack windows held at once (TC_LIBGIT2_MAPPED_MB; 0: libgit2's default)
-WINDOW_MB = 4  # one pack window, outside an indexer (TC_LIBGIT2_WINDOW_MB; 0: libgit2's default, 1 GiB)
-CACHE_MB = 0  # libgit2's object cache (TC_LIBGIT2_CACHE_MB; 0: libgit2's default, 256 MiB)
+# libgit2's limits, settings `libgit2_mapped_mb` (mmap'd pack windows held at once, 8),
+# `libgit2_window_mb` (one pack window outside an indexer, 4; libgit2's: 1 GiB) and
+# `libgit2_cache_mb` (its object cache; 0 everywhere: libgit2's default, 256 MiB)
 _bounded = False
-
-
-def _env_mb(name: str, default: int) -> int:
-    try:
-        return max(0, int(os.environ.get(name, default)))
-    except ValueError:
-        return default
 
 
 def bound_libgit2() -> dict:
     """Cap what libgit2 keeps mapped and cached (process-wide; a long-lived server calls it once
     before its first repository). Returns the limits in force (bytes; 0: libgit2's default)."""
     global _bounded
-    mapped, cache = _env_mb("TC_LIBGIT2_MAPPED_MB", MAPPED_MB) << 20, _env_mb("TC_LIBGIT2_CACHE_MB", CACHE_MB) << 20
-    window = _env_mb("TC_LIBGIT2_WINDOW_MB", WINDOW_MB) << 20
+    s = current()
+    mapped, cache = max(0, s.libgit2_mapped_mb) << 20, max(0, s.libgit2_cache_mb) << 20
+    window = max(0, s.libgit2_window_mb) << 20
     if not _bounded:
         import pygit2
 

@@ -26,6 +26,7 @@ import pygit2
 
 from ..base import validate
 from ..base.errors import BadInput, Unavailable
+from ..base.settings import child_env
 from . import _native
 
 CHUNK = 4 << 20
@@ -206,7 +207,7 @@ def _index_pack_cli(qrepo, path: Path, offset: int) -> int:
     git = shutil.which("git")
     if not git:
         raise Unavailable("reading a bundle needs libgit2's indexer (pygit2 1.21 wheel) or the git CLI; neither found")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env = child_env()
     with open(path, "rb") as f:
         f.seek(offset)
         r = subprocess.run([git, f"--git-dir={qrepo.path}", "index-pack", "--stdin", "--fix-thin"],

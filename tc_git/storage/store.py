@@ -20,6 +20,7 @@ from ..base import validate
 from ..base.errors import BadInput, StoreBusy, UnsafeRoot
 from ..base.fsutil import atomic_write, common_dir, fsync_setting
 from ..base.refs import EXCLUDE_COMMENT, NESTED_GIT_TEXT, NOTES_REF, POINTER_FILE, STORE_DIRNAME, STORE_HEAD_REF  # noqa: F401
+from ..base.settings import current
 from . import handles, lockfile
 from .discover import HERE, active_task_of, note_location, store_dir, store_inside, untrusted, user_path
 
@@ -211,6 +212,7 @@ class Store:
         self._pack_stamp: tuple | None = None  # objects/pack as of the last lock (see _refresh_handle)
         self._lock_fd: int | None = None
         self._lock_depth = 0
+        self.lock_timeout: float | None = None  # None: the settings' (`lock_timeout`)
         self._held_fd: int | None = None  # the lock kept past a locked block: the index is not written yet
         self.deferrable = False  # the engine call will release() this store when it ends (handles.py)
         self._state_ok = False  # tc/ exists (state_dir)
@@ -346,7 +348,7 @@ class Store:
     def lock(self, timeout: float | None = None):
         """Serialise writers across processes (re-entrant within this object).
 
-        Waits up to `timeout` seconds (TC_LOCK_TIMEOUT, default 30), then fails with StoreBusy.
+        Waits up to `timeout` seconds (default `lock_timeout`: TC_LOCK_TIMEOUT, 30), then fails with StoreBusy.
         libgit2's own `.lock` files fail at once instead of waiting, and a crashed process can
         leave one behind; while we hold the flock every such file is stale by construction.
         """
@@ -358,7 +360,7 @@ class Store:
                 self._lock_depth -= 1
             return
         if timeout is None:
-            timeout = float(os.environ.get("TC_LOCK_TIMEOUT", "30"))
+            timeout = self.lock_timeout if self.lock_timeout is not None else current().lock_timeout
         fd, self._held_fd = self._held_fd, None  # still ours: the index of an earlier block is not written
         if fd is None:
             # a deferred index write of this process (handles.py): its lock and handle, taken over
