@@ -224,13 +224,13 @@ def test_restores_under_churn(tmp_path, monkeypatch, window):
 
     if window == "widened":
         for name in ("_swap", "_rename"):
-            real = getattr(wsfs.Workspace, name)
+            real = getattr(wsfs.Writer, name)
 
             def slow(*a, _real=real, **k):
                 time.sleep(0.003)
                 return _real(*a, **k)
 
-            monkeypatch.setattr(wsfs.Workspace, name, slow)
+            monkeypatch.setattr(wsfs.Writer, name, slow)
     ws = _workspace(tmp_path)
     eng = Engine(ws)
     eng.init("churn restores")

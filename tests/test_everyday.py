@@ -145,8 +145,8 @@ def at_second(orig):
             os.kill(os.getpid(), signal.SIGKILL)
         return orig(self, tmp, *a, **k)
     return f
-wsfs.Workspace._swap = at_second(wsfs.Workspace._swap)
-wsfs.Workspace._rename = at_second(wsfs.Workspace._rename)
+wsfs.Writer._swap = at_second(wsfs.Writer._swap)
+wsfs.Writer._rename = at_second(wsfs.Writer._rename)
 e = Engine(sys.argv[1])
 if sys.argv[2] == "restore":
     e.restore(1, apply=True)

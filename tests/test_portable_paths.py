@@ -51,7 +51,7 @@ def test_wsfs_path_ops_write_replace_delete_and_refuse_links(tmp_path, monkeypat
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "f.txt").write_text("outside\n")
-    with wsfs.Workspace(ws) as w:
+    with wsfs.Writer(ws) as w:
         assert w.ops.kind == "paths"
         w.write("a/b/new.txt", b"hello\n", pathsafe.MODE_BLOB, expect_id=wsfs.blob_id(b"hello\n"))
         w.write("a/run.sh", b"#!/bin/sh\n", pathsafe.MODE_EXEC, expect_id=wsfs.blob_id(b"#!/bin/sh\n"))
@@ -62,7 +62,7 @@ def test_wsfs_path_ops_write_replace_delete_and_refuse_links(tmp_path, monkeypat
     assert not [p for p in ws.rglob(".*tc-*")]  # no temporary left
     # a directory swapped for a link to elsewhere: refused, nothing outside touched
     (ws / "c").symlink_to(outside, target_is_directory=True)
-    with wsfs.Workspace(ws) as w:
+    with wsfs.Writer(ws) as w:
         with pytest.raises(wsfs.Refused) as e:
             w.write("c/f.txt", b"evil\n", pathsafe.MODE_BLOB)
         assert e.value.errno == errno.ELOOP
@@ -74,7 +74,7 @@ def test_wsfs_path_ops_write_replace_delete_and_refuse_links(tmp_path, monkeypat
     assert not (ws / "a" / "b").exists()
     # a nested repository is left alone there too
     (ws / "n" / ".git").mkdir(parents=True)
-    with wsfs.Workspace(ws) as w, pytest.raises(wsfs.Unrestorable):
+    with wsfs.Writer(ws) as w, pytest.raises(wsfs.Unrestorable):
         w.write("n/x.txt", b"x", pathsafe.MODE_BLOB)
 
 

@@ -49,7 +49,7 @@ def _interfere(monkeypatch, name: str, act) -> list:
     after every check of the parent), once."""
     hits: list = []
     for meth in ("_swap", "_rename"):
-        real = getattr(wsfs.Workspace, meth)
+        real = getattr(wsfs.Writer, meth)
 
         def wrapped(self, tmp, dst, *a, _real=real, **k):
             if dst == name and not hits:
@@ -57,7 +57,7 @@ def _interfere(monkeypatch, name: str, act) -> list:
                 hits.append(dst)
             return _real(self, tmp, dst, *a, **k)
 
-        monkeypatch.setattr(wsfs.Workspace, meth, wrapped)
+        monkeypatch.setattr(wsfs.Writer, meth, wrapped)
     return hits
 
 
@@ -211,7 +211,7 @@ def test_directory_moved_right_before_a_delete(tmp_path, monkeypatch, layer, wor
     ws = tmp_path / "ws"
     eng = _engine(ws)
     write(ws, "x/gone.txt", b"made after step 1\n")  # the restore to step 1 deletes it
-    real = wsfs.Workspace._unmoved
+    real = wsfs.Writer._unmoved
     hits = []
 
     def unmoved(self, rel_dir):
@@ -222,7 +222,7 @@ def test_directory_moved_right_before_a_delete(tmp_path, monkeypatch, layer, wor
                 write(ws, "moved/gone.txt", b"its newest work\n")
             hits.append(rel_dir)
 
-    monkeypatch.setattr(wsfs.Workspace, "_unmoved", unmoved)
+    monkeypatch.setattr(wsfs.Writer, "_unmoved", unmoved)
     r = eng.restore(index=1, apply=True)
     monkeypatch.undo()
     assert hits, "the interference point was never reached"

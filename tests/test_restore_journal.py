@@ -283,13 +283,13 @@ def test_files_swapped_unless_notifications_are_slow(tmp_path, monkeypatch, nati
     ws, w = _two_steps(tmp_path)
     try:
         seen: list = []
-        real_init = wsfs.Workspace.__init__
+        real_init = wsfs.Writer.__init__
 
         def init(self, *a, **kw):
             seen.append(kw.get("exchange"))
             real_init(self, *a, **kw)
 
-        monkeypatch.setattr(wsfs.Workspace, "__init__", init)
+        monkeypatch.setattr(wsfs.Writer, "__init__", init)
         r, _point, after = _restore(w, index=1)
         assert seen == [None if native else False], seen
         assert after == git_tree(ws, w.eng.store.path) and w.save("after") == (after, "journal")

@@ -1,5 +1,5 @@
 """A restore's writes on two threads (restore.apply_plan, PARALLEL_MIN files or more): each
-directory's files on one thread, each thread with its own wsfs.Workspace (descriptors, checks)
+directory's files on one thread, each thread with its own wsfs.Writer (descriptors, checks)
 and store handle. The outcome is the one-thread outcome: the same files, bytes and modes, the
 same restore commit tree (stock git's tree of the workspace), failures reported in plan order,
 and the undo brings back what was there. The races of test_race_moved run both ways.
@@ -99,7 +99,7 @@ def test_failures_are_reported_in_plan_order(tmp_path, monkeypatch):
     from tc_git.workspace import wsfs
 
     monkeypatch.setattr(restore, "PARALLEL_MIN", 4)
-    real = wsfs.Workspace.write
+    real = wsfs.Writer.write
 
     def refusing(self, rel, *a, **k):
         if rel.endswith("6.txt"):
@@ -108,7 +108,7 @@ def test_failures_are_reported_in_plan_order(tmp_path, monkeypatch):
             raise OSError(5, "I/O error (test)")
         return real(self, rel, *a, **k)
 
-    monkeypatch.setattr(wsfs.Workspace, "write", refusing)
+    monkeypatch.setattr(wsfs.Writer, "write", refusing)
     out = {}
     for mode in ("1", "2"):
         if mode == "1":

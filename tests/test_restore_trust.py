@@ -1,5 +1,5 @@
 """A restore's snapshot after its writes trusts what it wrote (snapshot.Written): a file that
-still has the stat data it had once in place (wsfs.Workspace.write's lstat: the inode written,
+still has the stat data it had once in place (wsfs.Writer.write's lstat: the inode written,
 the write's size and mtime, a ctime after that mtime) is indexed with the blob id written,
 without being read and hashed again; any other file is read as before.
 
@@ -97,7 +97,7 @@ def test_a_file_written_by_another_process_after_ours_is_read(task, monkeypatch,
     """Another process writes `src/p0/f0.py` right after the restore put it in place (before the
     snapshot after): what is recorded is the file's real content, never the id the restore wrote."""
     ws, e = task
-    real_write = wsfs.Workspace.write
+    real_write = wsfs.Writer.write
     theirs = b"w = 0\n"  # the restored content's size: only the stat data can tell
 
     def write_then_theirs(self, rel, data, mode, expect_id=None, create=False):
@@ -116,7 +116,7 @@ def test_a_file_written_by_another_process_after_ours_is_read(task, monkeypatch,
                     assert os.lstat(p).st_mtime_ns == st.st_mtime_ns
         return st
 
-    monkeypatch.setattr(wsfs.Workspace, "write", write_then_theirs)
+    monkeypatch.setattr(wsfs.Writer, "write", write_then_theirs)
     seen = _reads_after_writes(monkeypatch)
     r = e.restore(1, apply=True)
     monkeypatch.undo()

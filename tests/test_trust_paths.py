@@ -291,7 +291,7 @@ def test_writes_never_follow_a_link_planted_in_place_of_a_directory(tmp_path):
     # and a layer-level check: the descriptor walk refuses a link it meets
     os.makedirs(ws / "x")
     os.symlink(out, ws / "x" / "y")
-    with wsfs.Workspace(ws) as w:
+    with wsfs.Writer(ws) as w:
         with pytest.raises(OSError):
             w.write("x/y/f.txt", b"evil\n", pathsafe.MODE_BLOB)
         with pytest.raises(OSError):
@@ -426,13 +426,13 @@ def test_layer_write_is_verified_and_leaves_no_temporary(tiny_fs):
     d = tiny_fs / "w"
     d.mkdir()
     (d / "f").write_bytes(b"old")
-    with wsfs.Workspace(d) as w:
+    with wsfs.Writer(d) as w:
         with pytest.raises(OSError):
             w.write("f", os.urandom(3_000_000), pathsafe.MODE_BLOB)
         with pytest.raises(OSError, match="does not hash"):
             w.write("f", b"new", pathsafe.MODE_BLOB, expect_id="0" * 40)
         w.write("f", b"new", pathsafe.MODE_BLOB, expect_id=wsfs.blob_id(b"new"))
-    with wsfs.Workspace(d, fsync="all") as w:  # TC_RESTORE_FSYNC=all: every file synced
+    with wsfs.Writer(d, fsync="all") as w:  # TC_RESTORE_FSYNC=all: every file synced
         w.write("g", b"synced", pathsafe.MODE_EXEC, expect_id=wsfs.blob_id(b"synced"))
     assert (d / "f").read_bytes() == b"new" and sorted(os.listdir(d)) == ["f", "g"]
     assert os.stat(d / "g").st_mode & 0o111

@@ -34,7 +34,7 @@ def test_replace_swaps_names_and_removes_the_old_file(tmp_path):
     os.link(f, tmp_path / "keep")  # another name of the old inode
     old_ino = f.stat().st_ino
     calls = []
-    with wsfs.Workspace(tmp_path) as w:
+    with wsfs.Writer(tmp_path) as w:
         real = w.ops.exchange
         w.ops.exchange = lambda *a: calls.append(a) or real(*a)
         _write(w, "a/f.txt", b"new\n")
@@ -51,7 +51,7 @@ def test_replace_swaps_names_and_removes_the_old_file(tmp_path):
 def test_a_link_or_a_file_where_a_link_was(tmp_path):
     os.symlink("nowhere", tmp_path / "l")
     (tmp_path / "target").write_bytes(b"t\n")
-    with wsfs.Workspace(tmp_path) as w:
+    with wsfs.Writer(tmp_path) as w:
         _write(w, "l", b"now a file\n")  # the link itself is replaced, never followed
         _write(w, "target", b"elsewhere", pathsafe.MODE_LINK)
     assert not os.path.islink(tmp_path / "l") and (tmp_path / "l").read_bytes() == b"now a file\n"
@@ -63,7 +63,7 @@ def test_a_link_or_a_file_where_a_link_was(tmp_path):
 def test_a_directory_in_the_files_place_at_the_last_moment_is_put_back(tmp_path):
     f = tmp_path / "f"
     f.write_bytes(b"old\n")
-    with wsfs.Workspace(tmp_path) as w:
+    with wsfs.Writer(tmp_path) as w:
         real = w.ops.exchange
 
         def racing(src, dst, h):  # someone swaps the file for a directory right before the swap
@@ -88,7 +88,7 @@ def test_without_the_swap_a_rename_does_it(tmp_path, monkeypatch, how):
     f.write_bytes(b"old\n")
     if how == "env":
         monkeypatch.setenv("TC_RESTORE_EXCHANGE", "off")
-    with wsfs.Workspace(tmp_path, exchange=False if how == "caller" else None) as w:
+    with wsfs.Writer(tmp_path, exchange=False if how == "caller" else None) as w:
         if how == "unsupported":
             w.ops.exchange = lambda *a: False
         else:
@@ -101,7 +101,7 @@ def test_without_the_swap_a_rename_does_it(tmp_path, monkeypatch, how):
 def test_the_file_vanishing_before_the_swap_is_a_plain_rename(tmp_path):
     f = tmp_path / "f"
     f.write_bytes(b"old\n")
-    with wsfs.Workspace(tmp_path) as w:
+    with wsfs.Writer(tmp_path) as w:
         real = w.ops.exchange
 
         def vanish(src, dst, h):

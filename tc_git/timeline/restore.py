@@ -365,7 +365,7 @@ _RENAME = threading.local()
 def apply_plan(repo: pygit2.Repository, plan: Plan, swap: bool | None = None) -> list[dict]:
     """Carry out a plan; returns the entries that could not be applied (and why).
 
-    Every write and delete goes through `wsfs.Workspace` (directory descriptors, no link ever
+    Every write and delete goes through `wsfs.Writer` (directory descriptors, no link ever
     followed, verified writes). Paths found at this moment under a nested repository (a `.git`
     at or above them, below the root) or in the store move to `plan.unrestorable`: kept,
     reported, not a failure. `swap=False`: existing files are renamed over, not swapped."""
@@ -375,7 +375,7 @@ def apply_plan(repo: pygit2.Repository, plan: Plan, swap: bool | None = None) ->
     parents: set[str] = set()
     if swap is None and getattr(_RENAME, "over", False):
         swap = False  # (restore.apply under the drift watcher, see there)
-    with wsfs.Workspace(repo.workdir, protect=[repo.path], exchange=swap) as ws:
+    with wsfs.Writer(repo.workdir, protect=[repo.path], exchange=swap) as ws:
         for rel in plan.to_delete:
             try:
                 if ws.delete(rel):
@@ -392,7 +392,7 @@ def apply_plan(repo: pygit2.Repository, plan: Plan, swap: bool | None = None) ->
         if shares is None:
             results = _write_rows(ws, repo.odb.read, rows, range(len(rows)), creating, written)
         else:
-            # two threads, each with its own Workspace (descriptors, checks) and store handle:
+            # two threads, each with its own Writer (descriptors, checks) and store handle:
             # creating a file is CPU in the kernel (ext4's inode allocation, ~0.1-0.7 ms a file
             # on this machine's ext4 without a journal), which runs without the GIL
             other: list = []
@@ -400,7 +400,7 @@ def apply_plan(repo: pygit2.Repository, plan: Plan, swap: bool | None = None) ->
 
             def second() -> None:
                 try:
-                    with wsfs.Workspace(repo.workdir, protect=[repo.path], exchange=swap) as ws2:
+                    with wsfs.Writer(repo.workdir, protect=[repo.path], exchange=swap) as ws2:
                         other.append(_write_rows(ws2, peer.odb.read, rows, shares[1], creating, written))
                 except BaseException as e:  # raised again on the calling thread
                     other.append(e)
@@ -437,7 +437,7 @@ def _shares(rows) -> tuple[list[int], list[int]] | None:
     """The plan's writes (their positions) in two shares of whole directories, about the same
     number of files each; None: one thread (few or very many files, one core,
     TC_RESTORE_THREADS=1). A directory's files stay on one thread, in plan order (one
-    Workspace holds its descriptor)."""
+    Writer holds its descriptor)."""
     if not PARALLEL_MIN <= len(rows) <= PARALLEL_MAX or (os.cpu_count() or 1) < 2 \
             or os.environ.get("TC_RESTORE_THREADS", "").strip() == "1":
         return None
@@ -452,7 +452,7 @@ def _shares(rows) -> tuple[list[int], list[int]] | None:
     return sorted(shares[0]), sorted(shares[1])
 
 
-def _write_rows(ws: wsfs.Workspace, read, rows, which, creating, written) -> list[tuple[int, str, dict]]:
+def _write_rows(ws: wsfs.Writer, read, rows, which, creating, written) -> list[tuple[int, str, dict]]:
     """Write `rows[i]` for each i of `which` through `ws` (into `written`, a snapshot.Written or
     None, what each write placed): (i, "kept" | "failed", entry) for each path not written."""
     out: list[tuple[int, str, dict]] = []

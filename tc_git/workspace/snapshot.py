@@ -928,7 +928,7 @@ def expecting(base: pygit2.Oid, edits: dict, tree: pygit2.Oid):
 class Written:
     """What a restore wrote (restore.apply_plan), for its snapshot after: for each regular file
     the blob id and mode the plan put there and its lstat right after it was put in place
-    (wsfs.Workspace.write: the inode written, with the write's size and mtime). 32 bytes a file
+    (wsfs.Writer.write: the inode written, with the write's size and mtime). 32 bytes a file
     in one buffer plus one dict entry (an import writes 50k files: issue 14's memory bound)."""
 
     _REC = struct.Struct("<QQqq")

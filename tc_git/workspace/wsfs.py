@@ -10,7 +10,7 @@ semantics (`follow_symlinks=False` on the parent's descriptor).
 
 A write goes to a fresh temporary sibling, is checked (all bytes written, fsync'd when large or
 when TC_RESTORE_FSYNC=all, size and blob id as planned) and only then renamed over the target (on
-Linux the two names are swapped and the old file removed: `Workspace._swap`); on any failure the
+Linux the two names are swapped and the old file removed: `Writer._swap`); on any failure the
 temporary is removed and the target keeps its old content.
 
 A directory holding `.git` (at any level below the root) is a nested repository: nothing under
@@ -131,7 +131,7 @@ class _FdOps:
 
 
 def exchange_setting() -> bool:
-    """TC_RESTORE_EXCHANGE (on by default): replace a file by swapping names, see Workspace.write."""
+    """TC_RESTORE_EXCHANGE (on by default): replace a file by swapping names, see Writer.write."""
     return os.environ.get(EXCHANGE_ENV, "on").strip().lower() not in ("0", "off", "false", "no")
 
 
@@ -227,7 +227,7 @@ def _split(rel: str) -> tuple[str, str]:
     return parent, name
 
 
-class Workspace:
+class Writer:
     """One workspace root, opened once; use as a context manager."""
 
     def __init__(self, root, protect=(), rules: str | None = None, fsync: bool | str | None = None,
