@@ -6,10 +6,9 @@ import json
 import re
 
 import pygit2
-from pygit2.enums import FileMode
 
 from ..storage.store import signature
-from ..timeline.chain import note_text
+from ..timeline.chain import note_text, notes_tree
 from .refsel import as_oid, relation
 
 
@@ -42,12 +41,9 @@ def notes_for(repo: pygit2.Repository, tips, notes_tip) -> pygit2.Oid:
             continue
         want.add(h)
         stack.extend(repo[oid].peel(pygit2.Commit).parent_ids)
-    tb = repo.TreeBuilder()
-    for name, blob in sorted(_notes_map(repo, notes_tip).items()):
-        if name in want:
-            tb.insert(name, blob, FileMode.BLOB)
+    tree = notes_tree(repo, {name: blob for name, blob in _notes_map(repo, notes_tip).items() if name in want})
     sig = signature()
-    return repo.create_commit(None, sig, sig, "Notes of the exported history (tc-git)\n", tb.write(), [])
+    return repo.create_commit(None, sig, sig, "Notes of the exported history (tc-git)\n", tree, [])
 
 
 def _same_object(repo, a: pygit2.Oid, b: pygit2.Oid) -> pygit2.Oid:
@@ -80,9 +76,6 @@ def merge_notes(repo: pygit2.Repository, ours, theirs) -> tuple[pygit2.Oid, str]
     for name, blob in _notes_map(repo, ours).items():
         other = union.get(name)
         union[name] = blob if other is None or other == blob else _same_object(repo, blob, other)
-    tb = repo.TreeBuilder()
-    for name in sorted(union):
-        tb.insert(name, union[name], FileMode.BLOB)
     sig = signature()
-    oid = repo.create_commit(None, sig, sig, "Notes merged by tc-git (union)\n", tb.write(), [ours, theirs])
+    oid = repo.create_commit(None, sig, sig, "Notes merged by tc-git (union)\n", notes_tree(repo, union), [ours, theirs])
     return oid, "merged"

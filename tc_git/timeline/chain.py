@@ -350,7 +350,8 @@ class Timeline:
             oid = repo.create_commit(None, sig, sig, msg, tree, ([parent] if parent else []) + ([joins] if joins else []))
             # Note first: a crash after this leaves a note on an unreachable commit, never a
             # reachable commit without its note.
-            repo.create_note(note_text(record), sig, sig, str(oid), NOTES_REF, True)
+            if not write_note(repo, str(oid), note_text(record), int(record["time"])):
+                repo.create_note(note_text(record), sig, sig, str(oid), NOTES_REF, True)
         try:
             if parent is None:
                 repo.references.create(self.ref, oid)
@@ -404,16 +405,21 @@ def _chain(tl: Timeline):
             yield replace(kept, record={})
 
 
-# ---------------------------------------------------------------------------- a commit and its note, packed
-# libgit2 writes a commit and a note (its blob, the notes tree, the notes commit) as four loose
-# objects: each a temporary file, a link and a rescan of objects/pack (~1 ms of CPU each on a
-# busy ext4 without a journal, where every new inode is searched past the recently deleted
-# ones); two commits and notes were ~7 % of a restore of 100 files. Here they are serialised
-# byte for byte as libgit2 writes them (tests/test_timeline_pack.py) into one small pack.
+# ---------------------------------------------------------------------------- a commit and its note
+# The notes tree fans out as git's own (2/38): a note lives in the directory named by the first
+# two hex digits of its commit. A flat tree (one entry per commit) made every save rewrite an
+# object of ~60 bytes per commit of the history (~23 ms of libgit2's create_note at 1,000 steps);
+# fanned out a write rewrites the top level (<= 256 directories) and one directory (notes/256).
+# Stock git reads both shapes and mixed ones (`git notes show`, `git log --notes`); a flat store
+# (older tc-git, libgit2's create_note of a milestone, an old bundle) is fanned out by the next
+# write, once. The commit and the note objects are serialised here byte for byte as libgit2
+# writes them (tests/test_timeline_pack.py), loose or into one small pack (`packed`: libgit2
+# wrote four loose objects, each a temporary file, a link and a rescan of objects/pack).
 NOTES_MESSAGE = b"Notes added by 'git_note_create' from libgit2"  # libgit2's, so both routes look alike
 _RECORD = re.compile(rb"([0-7]+) ([^\0]*)\0(.{20})", re.S)
 _RECORDS = re.compile(rb"(?:[0-7]+ [^\0]*\0.{20})*", re.S)
-_HEX = re.compile(r"[0-9a-f]+")
+_HEX = re.compile(rb"[0-9a-f]+")
+_DIR = b"40000"  # a tree entry's mode as git writes it
 
 
 def _commit_bytes(tree: str, parents: list[str], when: int, message: bytes) -> bytes:
@@ -422,13 +428,14 @@ def _commit_bytes(tree: str, parents: list[str], when: int, message: bytes) -> b
     return head + b"author " + who + b"\ncommitter " + who + b"\n\n" + message
 
 
-def _note_tree(repo: pygit2.Repository, pack: savepack.SavePack, tree_raw: bytes | None, target: str, blob: bytes,
+def _note_tree(repo: pygit2.Repository, put, tree_raw: bytes | None, notes: dict[bytes, bytes],
                fanout: int = 0) -> bytes | None:
-    """The notes tree `tree_raw` (None: none yet) with the note for `target` set to `blob`, as
-    libgit2's git_note_create makes it: into a fan-out directory named by the next two hex
-    digits when there is one, else replacing the entry named by the rest of the id, else a new
-    entry at this level. New trees go into `pack`. None for a tree it does not read the same
-    way (the caller leaves the note to libgit2)."""
+    """The notes tree `tree_raw` (None: none yet) with `notes` ({hex rest of the commit id at
+    this depth: blob id}) set, written through `put(kind, data) -> Oid`. As git_note_create reads
+    a tree, a note goes into a fan-out directory named by its next two hex digits when there is
+    one, else replaces the entry named by the rest of the id; at the top level a note without
+    its directory gets a new one, and the flat notes found there move into theirs. None for a
+    tree it does not read that way (the caller leaves the note to libgit2)."""
     ents: dict[bytes, tuple[bytes, bytes]] = {}
     if tree_raw is not None:
         kind, data = repo.odb.read(pygit2.Oid(raw=tree_raw))[:2]
@@ -436,56 +443,90 @@ def _note_tree(repo: pygit2.Repository, pack: savepack.SavePack, tree_raw: bytes
             return None
         recs = _RECORD.findall(data)
         ents = {n: (m, i) for m, n, i in recs}
-        if len(ents) != len(recs):
-            return None
-    rest = target[fanout:].encode()
-    sub = None
-    for n, (m, _i) in ents.items():  # libgit2 looks at hex names only, in tree order
-        if not _HEX.fullmatch(n.decode("latin-1")):
-            continue
-        if int(m, 8) & 0o170000 == 0o040000 and len(n) == 2 and n == rest[:2]:
-            sub = n
-            break
-        if n == rest:
-            break
-    if sub is not None:
-        new = _note_tree(repo, pack, ents[sub][1], target, blob, fanout + 2)
+        if len(ents) != len(recs) or any([m != _DIR and m.startswith(b"4") for m, _n, _i in recs]):
+            return None  # (a directory spelt as git does not write it: "040000")
+    notes = dict(notes)
+    if fanout == 0:  # flat notes of the top level move into their directories (once)
+        flat = {n: i for n, (m, i) in ents.items() if len(n) == 40 and m != _DIR and _HEX.fullmatch(n)}
+        for n in flat:
+            del ents[n]
+        notes = {**flat, **notes}
+    into: dict[bytes, dict[bytes, bytes]] = {}
+    for rest, blob in notes.items():
+        sub = rest[:2]
+        here = ents.get(sub)
+        if here is not None and here[0] == _DIR:  # (`sub` is hex: libgit2 looks at hex names only)
+            into.setdefault(sub, {})[rest[2:]] = blob
+        elif fanout == 0:
+            if here is not None:  # a blob named like the directory: not a tree this writes
+                return None
+            into.setdefault(sub, {})[rest[2:]] = blob
+        else:
+            ents[rest] = (b"100644", blob)
+    for sub, items in into.items():
+        here = ents.get(sub)
+        new = _note_tree(repo, put, here[1] if here is not None else None, items, fanout + 2)
         if new is None:
             return None
-        ents[sub] = (b"40000", new)
-    else:
-        ents[rest] = (b"100644", blob)
-    recs2 = sorted((n + b"/" if int(m, 8) & 0o170000 == 0o040000 else n, b"%o" % int(m, 8), n, i)
-                   for n, (m, i) in ents.items())
-    return pack.add_tree(b"".join(m + b" " + n + b"\0" + i for _k, m, n, i in recs2)).raw
+        ents[sub] = (_DIR, new)
+    order = sorted([(n + b"/" if m == _DIR else n, m, n, i) for n, (m, i) in ents.items()])  # git's tree order
+    return put(2, b"".join([m + b" " + n + b"\0" + i for _k, m, n, i in order])).raw
 
 
-def packed_commit(repo: pygit2.Repository, tree, parent, message: str, note: str, when: int) -> pygit2.Oid | None:
-    """Timeline.append's commit and note as one small pack, in place, the notes ref moved to the
-    new notes commit (the task's ref is the caller's: note first). None, with nothing written,
-    when the notes ref or its tree is not one this reads as libgit2 does."""
+def notes_tree(repo: pygit2.Repository, notes: dict[str, pygit2.Oid]) -> pygit2.Oid:
+    """A notes tree of `notes` ({commit id: note blob}), fanned out as every one this writes."""
+    raw = _note_tree(repo, repo.odb.write, None, {k.encode(): v.raw for k, v in notes.items()})
+    assert raw is not None  # (a new tree always reads)
+    return pygit2.Oid(raw=raw)
+
+
+def _note_objects(repo: pygit2.Repository, put, target: str, note: str, when: int):
+    """The note of commit `target`, its notes tree and the notes commit, written through
+    `put(kind, data) -> Oid`: (the notes ref or None, the new notes commit), or None when the
+    notes ref or its tree is not one `_note_tree` reads."""
     ref = repo.references.get(NOTES_REF)
     try:
         notes_commit = repo[ref.target].peel(pygit2.Commit) if ref is not None else None
     except (KeyError, ValueError, pygit2.GitError):
         return None
+    blob = put(3, note.encode("utf-8"))
+    tree = _note_tree(repo, put, notes_commit.tree_id.raw if notes_commit else None, {target.encode(): blob.raw})
+    if tree is None:
+        return None
+    return ref, put(1, _commit_bytes(tree.hex(), [str(notes_commit.id)] if notes_commit else [], when, NOTES_MESSAGE))
+
+
+def _move_notes(repo: pygit2.Repository, ref, new: pygit2.Oid) -> None:
+    if ref is None:
+        repo.references.create(NOTES_REF, new)
+    else:
+        ref.set_target(new)
+
+
+def write_note(repo: pygit2.Repository, target: str, note: str, when: int) -> bool:
+    """The note of commit `target` written (loose objects), then the notes ref moved to it.
+    False, with the ref unmoved, for a notes tree this does not read (libgit2's then)."""
+    got = _note_objects(repo, repo.odb.write, target, note, when)
+    if got is None:
+        return False
+    _move_notes(repo, *got)
+    return True
+
+
+def packed_commit(repo: pygit2.Repository, tree, parent, message: str, note: str, when: int) -> pygit2.Oid | None:
+    """Timeline.append's commit and note as one small pack, in place, the notes ref moved to the
+    new notes commit (the task's ref is the caller's: note first). None, with nothing written,
+    when the notes ref or its tree is not one `_note_tree` reads."""
     pack = savepack.SavePack(repo, loose_max=0)
     try:
         commit = pack.add(1, _commit_bytes(str(tree), [str(parent)] if parent else [], when, message.encode("utf-8")))
-        blob = pack.add_blob(note.encode("utf-8"))
-        notes_tree = _note_tree(repo, pack, notes_commit.tree_id.raw if notes_commit else None, str(commit),
-                                blob.raw)
-        if notes_tree is None:
+        got = _note_objects(repo, pack.add, str(commit), note, when)
+        if got is None:
             return None
-        new_notes = pack.add(1, _commit_bytes(notes_tree.hex(), [str(notes_commit.id)] if notes_commit else [],
-                                              when, NOTES_MESSAGE))
         pack.finish()  # all four in place before a ref names one
     finally:
         pack.close()
-    if ref is None:
-        repo.references.create(NOTES_REF, new_notes)
-    else:
-        ref.set_target(new_notes)
+    _move_notes(repo, *got)
     return commit
 
 
