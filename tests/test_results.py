@@ -2,7 +2,8 @@
 output schemas, made from the same declarations.
 
 Real engine calls in a real git repository (so the user-repo mirror and its `git` report run too):
-every key a result carries is declared, every required key is there, nested typed dicts included.
+every key a result carries is declared, every required key is there, nested typed dicts included,
+and every value has its declared type (pydantic, strict).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
 import pytest
+from pydantic import TypeAdapter
 
 from tc_git.base import results
 from tc_git.engine import Engine
@@ -123,6 +125,8 @@ def test_engine_results_carry_exactly_their_declared_keys(tmp_path, monkeypatch)
     def run(method: str, *args, **kw):
         out = getattr(e, method)(*args, **kw)
         check(out, _returns(method), method)
+        # the values too, strictly: the MCP SDK checks each result against its typed dict
+        TypeAdapter(server._readable(_returns(method))).validate_python(out, strict=True)
         got.setdefault(method, []).append(out)
         return out
 
