@@ -276,9 +276,14 @@ def _pem(data: bytes):
             yield "private-key", s, e
 
 
+_ANY_GATE = re.compile(b"|".join(re.escape(g) for gates in _FALLBACK_GATES.values() for g in gates))
+
+
 def _builtin(data: bytes):
+    if _ANY_GATE.search(data) is None:  # (the common text: no provider's prefix at all)
+        return
     for kind, rx in _FALLBACK:
-        if not any(g in data for g in _FALLBACK_GATES[kind]):  # bytes.find is C-fast; the regex is not
+        if not any([g in data for g in _FALLBACK_GATES[kind]]):  # bytes.find is C-fast; the regex is not
             continue
         for m in rx.finditer(data):
             yield kind, m.start(), m.end()
@@ -392,6 +397,8 @@ _CRED_HINT = re.compile(rb"(?i)key|token|secret|pass|auth|cred|bearer")
 # was ~10 % of a 10k-file first save's CPU on source text.
 _RUN_CHARS = bytes(1 if chr(c).isascii() and (chr(c).isalnum() or chr(c) in "+_-~:") else 0 for c in range(256))
 _RUN16 = b"\1" * 16
+_LETTERS = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_DIGITS = b"0123456789"
 
 
 def _worth_loading(data: bytes) -> bool:
@@ -412,8 +419,8 @@ def _worth_loading(data: bytes) -> bool:
             if hint:
                 return True
             continue
-        letters = sum(c in b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" for c in run)
-        digits = sum(48 <= c <= 57 for c in run)
+        letters = len(run) - len(run.translate(None, _LETTERS))
+        digits = len(run) - len(run.translate(None, _DIGITS))
         mixed = run.lower() != run and run.upper() != run
         if (digits and letters >= 4) or (mixed and letters >= 16):
             return True
@@ -592,14 +599,48 @@ def store_log(store, name: str, line: str) -> None:
     append(store, name, redact_count(line, load=False)[0])  # (a hook must not wait for the engine)
 
 
+# Texts found clean lately, by every rule (`load`): not scanned again. A save's fields are
+# scanned when it starts (`redact_fields`, to say what was replaced) and were scanned again in
+# the record its note becomes (`redact_obj`), and the task's name, goal and constraints ride in
+# every record. Only texts without a credential are kept: at most CLEAN_KEPT of CLEAN_CHARS each,
+# and only while the scanner that judged them is the one loaded (another engine, or none: anew).
+_CLEAN: dict[str, None] = {}
+_clean_by: Any = None  # the `_engine` the texts of _CLEAN were scanned with
+CLEAN_KEPT, CLEAN_CHARS = 512, 4096
+
+
+def _clean() -> dict[str, None]:
+    global _CLEAN, _clean_by
+    if _clean_by is not _engine:
+        _CLEAN, _clean_by = {}, _engine
+    return _CLEAN
+
+
+def _all_clean(texts: list[str]) -> bool:
+    """True when no credential is in `texts`: one scan of those not known clean, which then are."""
+    known = _clean()
+    new = [t for t in texts if t not in known]
+    if new and find("\n".join(new).encode("utf-8", "surrogatepass"), wide=True):
+        return False
+    known = _clean()  # (the scan may have loaded the engine)
+    if len(known) + len(new) > CLEAN_KEPT:
+        known.clear()
+    for t in new:
+        if len(t) <= CLEAN_CHARS:
+            known[t] = None
+    return True
+
+
 def redact_count(text: str, load: bool = True) -> tuple[str, list[str]]:
     """`redact_text` plus the rules that fired (for reporting). `load=False`: the engine only if
     it is loaded already, else the built-in rules (provider formats, PEM, assignments)."""
-    if not text or not isinstance(text, str):
+    if not text or not isinstance(text, str) or text in _clean():
         return text, []
     data = text.encode("utf-8", "surrogatepass")
     fs = find(data, wide=True, load=load)
     if not fs:
+        if load:
+            _all_clean([text])  # (a dict lookup: found clean just now)
         return text, []
     out, pos, rules = [], 0, []
     for f in fs:
@@ -625,10 +666,14 @@ def redact_obj_count(value: Any) -> tuple[Any, int]:
     """`redact_obj` plus how many strings it changed."""
     n = [0]
     strings: list[str] = []
+    known = _clean()
 
     def collect(v, key=None):
         if isinstance(v, str):
-            strings.append(f"{key}={v}" if isinstance(key, str) else v)
+            # `KEY=value`, judged as a config line: a value found clean already is so again
+            # unless its key names a credential
+            keyed = isinstance(key, str) and (v not in known or _key_is_credential(key.encode("utf-8", "replace")))
+            strings.append(f"{key}={v}" if keyed else v)
         elif isinstance(v, (list, tuple)):
             for x in v:
                 collect(x)
@@ -638,8 +683,8 @@ def redact_obj_count(value: Any) -> tuple[Any, int]:
                 collect(x, k)
 
     collect(value)
-    # one scan of everything first: most records hold no credential
-    if not strings or not find("\n".join(strings).encode("utf-8", "surrogatepass"), wide=True):
+    # one scan of everything first (of what was not found clean lately): most records hold no credential
+    if _all_clean(strings):
         return value, 0
 
     def walk(v, key=None):
@@ -665,6 +710,8 @@ def redact_obj_count(value: Any) -> tuple[Any, int]:
 def redact_fields(fields: dict) -> tuple[dict, list[dict]]:
     """Redact agent-supplied fields (save/step, init, milestone); report what was replaced as
     `[{"field": name, "rules": [...]}]` so the caller can tell the agent."""
+    if _all_clean([x for v in fields.values() for x in (v if isinstance(v, list) else [v]) if isinstance(x, str) and x]):
+        return dict(fields), []  # (one scan of them all: most fields hold no credential)
     out, report = {}, []
     for k, v in fields.items():
         red: Any
