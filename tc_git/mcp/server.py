@@ -205,11 +205,15 @@ def _validation_message(err: ValidationError) -> str:
 
 def _encodable(name: str, result):
     """Last-resort guard: a result the stdio writer could not encode (e.g. a surrogate that escaped
-    `jsonsafe`) would kill the server; it becomes an isError result instead."""
+    `jsonsafe`) would kill the server; it becomes an isError result instead. Its text blocks are
+    what is checked: a tool's structured content is the same object as its text block (`_success`
+    serialises it once, as that text), and an error has none."""
     try:
-        result.model_dump_json(by_alias=True, exclude_unset=True)
+        for block in result.content:
+            if isinstance(block, TextContent):
+                block.text.encode("utf-8")
         return result
-    except Exception as e:  # PydanticSerializationError, ValueError, RecursionError...
+    except Exception as e:  # UnicodeEncodeError...
         log.error("%s: result cannot be encoded: %s", name, e)
         return _error(f"{name}: the result could not be encoded as JSON ({jsonsafe.one_line(type(e).__name__ + ': ' + str(e), 160)}); "
                       "this is a tc-git bug, please report it", "internal")
@@ -299,12 +303,33 @@ def _task_list(tasks: list) -> dict:
 
 def _success(tool: str, result) -> CallToolResult:
     """Structured content = the engine's dict (the SDK checks it against the tool's typed dict);
-    the text block is the same object as compact JSON. Both together fit WIRE_BUDGET (`_fit`)."""
-    if not isinstance(result, dict):  # export/import of another layer may return other shapes
-        result = {"result": result}
-    data = _fit(tool, jsonsafe.safe(result))
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    the text block is the same object as compact JSON. Both together fit WIRE_BUDGET (`_fit`).
+    Serialised once: the text's UTF-8 size proves it writable; only a result holding a name that
+    is not UTF-8 (a surrogate) goes through `jsonsafe.safe` and is serialised again."""
+    data = result if isinstance(result, dict) else {"result": result}  # (export/import of another layer)
+    text = _dumps(data)
+    try:
+        size = _text_wire_size(text)
+    except UnicodeEncodeError:
+        data = jsonsafe.safe(data)
+        text = _dumps(data)
+        size = _text_wire_size(text)
+    if size > WIRE_BUDGET:
+        data = _fit(tool, data)
+        text = _dumps(data)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def _dumps(data: dict) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def _text_wire_size(text: str) -> int:
+    """Bytes on the wire of a result whose JSON is `text`: the object itself, and the text block,
+    a JSON string of it (json.dumps(text)), where only `"` and `\\` gain an escape: `text`, being
+    JSON, holds no raw control character. UnicodeEncodeError for a string that is not UTF-8."""
+    n = len(text.encode())
+    return 2 * n + 2 + text.count('"') + text.count("\\") + 96
 
 
 WIRE_BUDGET = 8 * 1024  # bytes of one result on the wire, text and structuredContent together
@@ -320,9 +345,7 @@ MORE = {  # how to see what `truncated` left out
 
 
 def _wire_size(data: dict) -> int:
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    # the text block is a JSON string (quotes and backslashes escaped) beside the object itself
-    return len(json.dumps(text, ensure_ascii=False).encode()) + len(text.encode()) + 96
+    return _text_wire_size(_dumps(data))
 
 
 def _fit(tool: str, data: dict) -> dict:
