@@ -150,9 +150,9 @@ def test_steps_appear_in_the_users_repo_and_nothing_else_changes(tmp_path):
 
 def test_tc_git_off_and_no_repository(tmp_path, monkeypatch):
     repo = make_user_repo(tmp_path / "R")
+    monkeypatch.setenv("TC_GIT", "off")  # (settings are read when the engine is made)
     e = Engine(repo)
     e.init("off")
-    monkeypatch.setenv("TC_GIT", "off")
     r = e.save("s")["git"]
     assert r["reason"] == "TC_GIT=off" and not r["ok"]
     assert g("for-each-ref", "refs/checkpoints", cwd=repo) == ""
