@@ -262,6 +262,23 @@ def on_post_tool_use(event: dict, place: Place, agent: str) -> dict | None:
     tool = str(event.get("tool_name") or "")
     if tool not in EDIT_TOOLS and tool not in SHELL_TOOLS:
         return None
+    from .workspace.secrets import rule_cache_missing
+
+    if rule_cache_missing():  # a fresh HOME: compiling the secret rules takes ~5 s of CPU, off the hook
+        pid = _detach({"kind": "capture", "root": place.root, "store": place.store, "agent": agent,
+                       "event": {k: event.get(k) for k in CALL_KEYS if k in event}}, place)
+        log(place.store, f"PostToolUse {tool} {event.get('tool_use_id') or event.get('call_id') or '-'}: "
+                         f"secret rules not compiled yet: capture handed to worker {pid}")
+        return None
+    _post_tool_use(event, place, agent)
+    return None
+
+
+CALL_KEYS = ("tool_name", "tool_input", "tool_use_id", "call_id", "session_id", "turn_id", "cwd")  # tool_call_of's
+
+
+def _post_tool_use(event: dict, place: Place, agent: str) -> None:
+    tool = str(event.get("tool_name") or "")
     call = tool_call_of(event, agent, place.root)
     e = _engine(place, agent, event.get("session_id"))
     from .base.errors import TaskClosed
@@ -316,29 +333,38 @@ def on_pre_compact(event: dict, place: Place, agent: str) -> dict | None:
 
 def on_session_end(event: dict, place: Place, agent: str) -> dict | None:
     """Hand the recording to a detached worker and return."""
-    import subprocess
-
     tp = event.get("transcript_path")
     payload = {"root": place.root, "store": place.store, "agent": agent, "transcript": tp,
                "session": event.get("session_id"), "event": event.get("hook_event_name"),
                "reason": event.get("reason"), "user_store": place.user}
+    pid = _detach(payload, place)
+    log(place.store, f"{payload['event']}: recording {tp} in worker {pid}")
+    return None
+
+
+def _detach(payload: dict, place: Place) -> int:
+    """Start `worker(payload)` as a detached process (its output into hooks.log); its pid."""
+    import subprocess
+
     logf = None
     try:
         logf = open(os.path.join(place.store, "tc", LOG_NAME), "ab")
     except OSError:
         pass
     try:
-        proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "tc_git.hooks", "_worker", json.dumps(payload)],
-            stdin=subprocess.DEVNULL, stdout=logf or subprocess.DEVNULL, stderr=logf or subprocess.DEVNULL,
+        proc = subprocess.Popen(  # (the payload on stdin: a tool's input can be longer than an argument may be)
+            [sys.executable, "-P", "-m", "tc_git.hooks", "_worker", "-"],
+            stdin=subprocess.PIPE, stdout=logf or subprocess.DEVNULL, stderr=logf or subprocess.DEVNULL,
             cwd=place.root, start_new_session=True, close_fds=True,
             # Windows has no sessions: a detached process in its own group outlives the hook's console
             creationflags=getattr(subprocess, "DETACHED_PROCESS", 0) | getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0))
+        assert proc.stdin is not None
+        with proc.stdin:
+            proc.stdin.write(json.dumps(payload).encode())
     finally:
         if logf:
             logf.close()
-    log(place.store, f"{payload['event']}: recording {tp} in worker {proc.pid}")
-    return None
+    return proc.pid
 
 
 HANDLERS = {
@@ -352,8 +378,11 @@ HANDLERS = {
 
 # ------------------------------------------------------------------------------- worker
 def worker(payload: dict) -> int:
-    """The detached half of SessionEnd: capture, record, link; retried while the file grows."""
+    """The detached half of SessionEnd: capture, record, link; retried while the file grows.
+    Or (kind "capture") of a PostToolUse hook in a fresh HOME: compile the secret rules, then capture."""
     store = payload.get("store")
+    if payload.get("kind") == "capture":
+        return _capture_worker(payload)
     try:
         place = Place(payload["root"], store or "", None)
         agent, session, tp = payload.get("agent") or "claude", payload.get("session"), payload.get("transcript")
@@ -381,6 +410,21 @@ def worker(payload: dict) -> int:
         from .workspace.secrets import redact_text  # (stderr is hooks.log here too)
 
         print(redact_text(f"tc-git hook worker: {type(exc).__name__}: {exc}"), file=sys.stderr)
+    return 0
+
+
+def _capture_worker(payload: dict) -> int:
+    """A PostToolUse hook's capture, handed over while the secret rules were not compiled."""
+    store = payload.get("store")
+    try:
+        from .workspace.secrets import build_rule_cache
+
+        if build_rule_cache():  # (waits for another builder, if one is at it)
+            log(store, "worker: compiled the secret engine's rules into its disk cache")
+        _post_tool_use(payload.get("event") or {}, Place(payload["root"], store or "", None),
+                       payload.get("agent") or "claude")
+    except Exception as exc:
+        log(store, f"worker: capture failed: {type(exc).__name__}: {exc}")
     return 0
 
 
@@ -489,7 +533,7 @@ def _main(argv=None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["_worker"]:
         try:
-            return worker(json.loads(args[1]))
+            return worker(json.loads(sys.stdin.read() if args[1:2] in ([], ["-"]) else args[1]))
         except Exception as exc:  # pragma: no cover - payload is ours
             print(f"tc-git hook worker: {exc}", file=sys.stderr)
             return 0

@@ -23,6 +23,10 @@ from pathlib import Path
 import pytest
 
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="tc-git-tests-xdg-")
+# The secret engine's compiled rules (~5 s of CPU to build) are shared by every test, also those
+# run in a temporary HOME: built once per machine, where the user's own cache is.
+os.environ.setdefault("KF_RULE_CACHE_DIR", os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kingfisher", "rule-cache"))
 
 # The `tc` console script, independent of PATH (`python -m tc_git` is the MCP server).
 # Real agent transcripts (MIT; provenance in tests/fixtures/transcripts/SOURCES.md)
@@ -396,6 +400,16 @@ def seed_tc():
         return importlib.import_module("tc")
     finally:
         sys.path.remove(str(target))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def secret_rules_built():
+    """The rules compiled before any test (once per machine): a PostToolUse hook that finds them
+    missing hands its capture to a background worker (tests/test_rule_cache.py), which the hook
+    tests would then have to wait for."""
+    from tc_git.workspace import secrets
+
+    secrets.build_rule_cache()
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ One command installs what the agent needs: the MCP server (by the absolute path 
 install, so it starts without the venv on PATH), the skill (SKILL.md) and, for Claude Code and
 Codex, the hooks. Every file it touches is first remembered byte for byte (userfiles.py);
 `--undo` puts each one back as it was, removes the files and directories it created, and, if
-the user changed a file since, takes out only tc-git's part. Stdlib only; never imports `mcp`.
+the user changed a file since, takes out only tc-git's part. It also compiles the secret engine's
+rules into their disk cache if they are not there yet. Never imports `mcp`.
 """
 from __future__ import annotations
 
@@ -216,6 +217,10 @@ def connect(client: str = "claude", scope: str = "user", root: str = ".", hooks:
         done.append({"what": "hooks", "path": None, "changed": False,
                      "note": "Cursor's hook events differ from Claude Code's and Codex's: the MCP server's "
                              "watcher records drifts instead"})
+    # compiled here, once per machine: not by the agent's first PostToolUse hook (~5 s of CPU)
+    from ..workspace import secrets
+
+    done.append({"what": "secret rules", "path": secrets.rule_cache_dir(), "changed": secrets.build_rule_cache()})
     rec_path = _record_path(client, scope, rootp)
     old = json.loads(rec_path.read_text()) if rec_path.exists() else {"files": []}
     record = {"client": client, "scope": scope, "root": str(rootp), "time": time.time(),

@@ -349,25 +349,45 @@ def _load_engine():
     return _engine or None
 
 
+def rule_cache_dir() -> str:
+    """Where the engine keeps its compiled rules: KF_RULE_CACHE_DIR, else the XDG cache directory."""
+    return os.environ.get("KF_RULE_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kingfisher", "rule-cache")
+
+
 def rule_cache_missing() -> bool:
     """True when the engine's compiled rules are not in its disk cache yet (a fresh HOME): the
-    first scan would compile them (~5 s of CPU). KF_RULE_CACHE_DIR, else the XDG cache directory."""
-    d = os.environ.get("KF_RULE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kingfisher", "rule-cache")
+    first scan would compile them (~5 s of CPU). False with TC_SECRETS_ENGINE=builtin."""
+    if os.environ.get("TC_SECRETS_ENGINE", "kingfisher") == "builtin":
+        return False
     try:
-        return not any(n.endswith(".vscdb") for n in os.listdir(d))
+        return not any(n.endswith(".vscdb") for n in os.listdir(rule_cache_dir()))
     except OSError:
         return True
 
 
 def build_rule_cache() -> bool:
-    """Compile the engine's rules into its disk cache now if they are not there (for a background
-    thread of a long-lived process, e.g. the MCP server's start-up): the first hook that scans
-    content then loads them (~0.3 s) instead of compiling. True if it compiled."""
-    if os.environ.get("TC_SECRETS_ENGINE", "kingfisher") == "builtin" or not rule_cache_missing():
+    """Compile the engine's rules into its disk cache now if they are not there: `tc-git setup`,
+    the MCP server's start-up (a background thread) and the hook worker a PostToolUse hook hands
+    its capture to while they are missing, so no hook compiles them (~5 s of CPU). One builder at
+    a time (a lock file in the cache directory: the others wait, then find it built). True if it
+    compiled here."""
+    if not rule_cache_missing():
         return False
-    _load_engine()
-    return True
+    try:
+        import fcntl
+    except ImportError:  # (Windows: no lock; a second builder compiles too)
+        return _load_engine() is not None
+    d = rule_cache_dir()
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    fd = os.open(os.path.join(d, ".tc-git-build.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if not rule_cache_missing():  # another process built it while this one waited
+            return False
+        return _load_engine() is not None
+    finally:
+        os.close(fd)
 
 
 def engine_name() -> str:
