@@ -275,7 +275,7 @@ class Engine:
                       "verified": verified, "open_questions": open_questions, "next": next or ""}
             fields, redacted = redact_fields(fields)  # a credential in a field never becomes an object
             prev_step = capture_mod.last_step(tl)  # (the tip the mirror last copied)
-            index, oid, idempotent = ws.step(tl, head, snap, fields, trajectory)
+            index, oid, idempotent = ws.step(tl, head, prev_step, snap, fields, trajectory)
             if not idempotent:
                 self._follow_blame(tl, oid)
             git: GitInfo = (self._mirror_task(tl.task_id, tl.ref) if not idempotent else

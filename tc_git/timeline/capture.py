@@ -88,11 +88,11 @@ class Workspace:
                           title=title or f"{n} file{'s' if n != 1 else ''} changed", **extra)
         return tl.append("drift", snap.tree, rec, packed=packed), drift_id, changed
 
-    def step(self, tl: Timeline, head: Entry, snap: snapshot_mod.Snapshot, fields: dict,
+    def step(self, tl: Timeline, head: Entry, last: Entry | None, snap: snapshot_mod.Snapshot, fields: dict,
              trajectory: str | None = None) -> tuple[int, pygit2.Oid, bool]:
         """Append a step commit for `snap` with `fields` (title, conclusion, ...): (step number,
-        commit, idempotent). The same fields over the same tree as the last step are that step."""
-        last = last_step(tl)
+        commit, idempotent). The same fields over the same tree as the last step (`last`,
+        last_step's) are that step."""
         if (last is not None and head.step == last.step
                 and self.repo[last.oid].peel(pygit2.Commit).tree_id == snap.tree
                 and all(last.record.get(k, type(v)()) == v for k, v in fields.items())):

@@ -169,6 +169,10 @@ class Timeline:
         self.repo = repo
         self.task_id = task_id
         self.ref = head_ref(task_id)
+        # the notes this instance read or wrote, by commit: a save reads the head's, the last
+        # step's and (for the hook's handoff) the new head's once each. An instance lives for one
+        # engine call, under the store's lock or reading a commit's note, which never changes.
+        self._records: dict[pygit2.Oid, dict] = {}
 
     @staticmethod
     def task_ids(repo: pygit2.Repository) -> list[str]:
@@ -226,11 +230,18 @@ class Timeline:
         return None
 
     def record(self, oid) -> dict:
+        """The note of commit `oid` (the same dict each time for one instance: not to be changed)."""
+        got = self._records.get(oid)
+        if got is not None:
+            return got
         try:
             blob = self._note_blob(str(oid))
             if blob is not None:
-                return json.loads(self.repo[blob].peel(pygit2.Blob).data)
-            return json.loads(self.repo.lookup_note(str(oid), NOTES_REF).message)
+                got = json.loads(self.repo[blob].peel(pygit2.Blob).data)
+            else:
+                got = json.loads(self.repo.lookup_note(str(oid), NOTES_REF).message)
+            self._records[oid] = got
+            return got
         except KeyError:
             # The note is written before the ref moves, so this only happens for commits made
             # by something else; fall back to what the trailers say.
@@ -342,7 +353,8 @@ class Timeline:
         record = redact_obj(record)  # every text of a note/commit passes the secrets engine
         sig = signature(record["time"])
         msg = format_message(kind, record)
-        done = packed_commit(repo, tree, parent, msg, note_text(record), int(record["time"])) \
+        note = note_text(record)
+        done = packed_commit(repo, tree, parent, msg, note, int(record["time"])) \
             if packed and joins is None and savepack.available() else None
         if done is not None:
             oid = done
@@ -350,8 +362,8 @@ class Timeline:
             oid = repo.create_commit(None, sig, sig, msg, tree, ([parent] if parent else []) + ([joins] if joins else []))
             # Note first: a crash after this leaves a note on an unreachable commit, never a
             # reachable commit without its note.
-            if not write_note(repo, str(oid), note_text(record), int(record["time"])):
-                repo.create_note(note_text(record), sig, sig, str(oid), NOTES_REF, True)
+            if not write_note(repo, str(oid), note, int(record["time"])):
+                repo.create_note(note, sig, sig, str(oid), NOTES_REF, True)
         try:
             if parent is None:
                 repo.references.create(self.ref, oid)
@@ -361,6 +373,7 @@ class Timeline:
             raise Conflict(f"task {self.task_id} moved while writing ({e}); retry the operation") from e
         if parent is not None and repo.references[self.ref].target != oid:
             raise Conflict(f"task {self.task_id} head changed concurrently; retry")
+        self._records[oid] = json.loads(note)  # (as a reader gets it back)
         return oid
 
 
