@@ -33,6 +33,14 @@ def signature(when: float | None = None) -> pygit2.Signature:
     return pygit2.Signature(*IDENTITY, int(when), 0)
 
 
+def commit_bytes(tree: str, parents: list[str], when: int, message: bytes) -> bytes:
+    """A commit object's bytes as libgit2 writes them, by tc-git at `when` (UTC): the commits
+    serialised by hand into a small pack (timeline, notes, recorded events)."""
+    who = b"%s <%s> %d +0000" % (IDENTITY[0].encode(), IDENTITY[1].encode(), when)
+    head = b"tree %s\n" % tree.encode() + b"".join(b"parent %s\n" % p.encode() for p in parents)
+    return head + b"author " + who + b"\ncommitter " + who + b"\n\n" + message
+
+
 def read_note(repo: pygit2.Repository, oid) -> dict:
     """The JSON record a commit's note on `refs/notes/checkpoints` holds; {} when there is none
     (or it is not a JSON object). `Notes` reads them all at once."""

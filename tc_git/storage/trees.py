@@ -106,9 +106,9 @@ def _patch_raw(repo: pygit2.Repository, base: bytes | None, root: dict, objects:
             if kind != pygit2.enums.ObjectType.TREE:
                 raise _Conflict(tree.hex())
             canon = _CANON_RECORDS.fullmatch(data) is not None
-            if not canon and _TREE_RECORDS.fullmatch(data) is None:
+            if not canon and TREE_RECORDS.fullmatch(data) is None:
                 raise _Conflict(tree.hex())
-            recs = _TREE_ENTRY.findall(data)
+            recs = TREE_ENTRY.findall(data)
         where = {n: k for k, (_m, n, _i) in enumerate(recs)}
         if len(where) != len(recs):
             raise _Conflict(prefix)
@@ -163,7 +163,7 @@ def _patch_raw(repo: pygit2.Repository, base: bytes | None, root: dict, objects:
 
 
 INEXACT = "\0inexact"  # (no path holds a NUL) patch_tree canonicalised a record it kept
-_TREE_RECORDS = re.compile(rb"(?:[0-7]+ [^\0]*\0.{20})*", re.S)  # a whole raw tree: records only
+TREE_RECORDS = re.compile(rb"(?:[0-7]+ [^\0]*\0.{20})*", re.S)  # a whole raw tree: records only
 # a whole raw tree whose every record has a mode as libgit2 writes it
 _CANON_RECORDS = re.compile(rb"(?:(?:100644|100755|120000|160000|40000) [^\0]*\0.{20})*", re.S)
 _CANON_MODES = frozenset((b"100644", b"100755", b"120000", b"160000", b"40000"))
@@ -219,7 +219,7 @@ def tree_deltas(repo: pygit2.Repository, old, new, typechange: bool = False,
 
     def entries(raw: bytes) -> dict[bytes, tuple[bytes, bytes]]:
         kind, data = read(pygit2.Oid(raw=raw))[:2]
-        recs = _TREE_ENTRY.findall(data)
+        recs = TREE_ENTRY.findall(data)
         # every byte must belong to a record, as libgit2's parser demands: a tampered tree is an
         # error the restore reports (BadInput), never a partial list of entries; and a tree
         # entry must name a tree (libgit2: "the requested type does not match")
@@ -291,7 +291,7 @@ def tree_deltas(repo: pygit2.Repository, old, new, typechange: bool = False,
     return out  # type: ignore[return-value]  # (every item is a TreeDelta now)
 
 
-_TREE_ENTRY = re.compile(rb"([0-7]+) ([^\0]*)\0(.{20})", re.S)  # a raw tree's records: mode, name, id
+TREE_ENTRY = re.compile(rb"([0-7]+) ([^\0]*)\0(.{20})", re.S)  # a raw tree's records: mode, name, id
 
 
 def tree_has(repo: pygit2.Repository, tree, path: str) -> bool:
@@ -305,7 +305,7 @@ def tree_has(repo: pygit2.Repository, tree, path: str) -> bool:
         kind, data = repo.odb.read(pygit2.Oid(raw=raw))[:2]
         if kind != pygit2.enums.ObjectType.TREE:
             return False
-        hit = next((m for m in _TREE_ENTRY.finditer(data) if m.group(2) == part), None)
+        hit = next((m for m in TREE_ENTRY.finditer(data) if m.group(2) == part), None)
         if hit is None:
             return False
         if i < len(parts) - 1:

@@ -23,7 +23,8 @@ from ..base.errors import Conflict, Hint, NotFound
 from ..base.refs import NOTES_REF, TASK_HEAD_RE, TASKS_PREFIX, task_ref
 from ..base.results import EntryView, LeftOut
 from ..storage import savepack
-from ..storage.store import IDENTITY, read_note, signature  # noqa: F401  (read_note re-exported: view, tests)
+from ..storage.store import commit_bytes, read_note, signature  # noqa: F401  (read_note re-exported: view, tests)
+from ..storage.trees import TREE_ENTRY, TREE_RECORDS
 from ..workspace.secrets import redact_obj
 
 SEE_IDS = Hint("show", {"include_drift": True}, "see the ids with")
@@ -429,16 +430,8 @@ def _chain(tl: Timeline):
 # writes them (tests/test_timeline_pack.py), loose or into one small pack (`packed`: libgit2
 # wrote four loose objects, each a temporary file, a link and a rescan of objects/pack).
 NOTES_MESSAGE = b"Notes added by 'git_note_create' from libgit2"  # libgit2's, so both routes look alike
-_RECORD = re.compile(rb"([0-7]+) ([^\0]*)\0(.{20})", re.S)
-_RECORDS = re.compile(rb"(?:[0-7]+ [^\0]*\0.{20})*", re.S)
 _HEX = re.compile(rb"[0-9a-f]+")
 _DIR = b"40000"  # a tree entry's mode as git writes it
-
-
-def _commit_bytes(tree: str, parents: list[str], when: int, message: bytes) -> bytes:
-    who = b"%s <%s> %d +0000" % (IDENTITY[0].encode(), IDENTITY[1].encode(), when)
-    head = b"tree %s\n" % tree.encode() + b"".join(b"parent %s\n" % p.encode() for p in parents)
-    return head + b"author " + who + b"\ncommitter " + who + b"\n\n" + message
 
 
 def _note_tree(repo: pygit2.Repository, put, tree_raw: bytes | None, notes: dict[bytes, bytes],
@@ -452,9 +445,9 @@ def _note_tree(repo: pygit2.Repository, put, tree_raw: bytes | None, notes: dict
     ents: dict[bytes, tuple[bytes, bytes]] = {}
     if tree_raw is not None:
         kind, data = repo.odb.read(pygit2.Oid(raw=tree_raw))[:2]
-        if kind != pygit2.enums.ObjectType.TREE or _RECORDS.fullmatch(data) is None:
+        if kind != pygit2.enums.ObjectType.TREE or TREE_RECORDS.fullmatch(data) is None:
             return None
-        recs = _RECORD.findall(data)
+        recs = TREE_ENTRY.findall(data)
         ents = {n: (m, i) for m, n, i in recs}
         if len(ents) != len(recs) or any([m != _DIR and m.startswith(b"4") for m, _n, _i in recs]):
             return None  # (a directory spelt as git does not write it: "040000")
@@ -506,7 +499,7 @@ def _note_objects(repo: pygit2.Repository, put, target: str, note: str, when: in
     tree = _note_tree(repo, put, notes_commit.tree_id.raw if notes_commit else None, {target.encode(): blob.raw})
     if tree is None:
         return None
-    return ref, put(1, _commit_bytes(tree.hex(), [str(notes_commit.id)] if notes_commit else [], when, NOTES_MESSAGE))
+    return ref, put(1, commit_bytes(tree.hex(), [str(notes_commit.id)] if notes_commit else [], when, NOTES_MESSAGE))
 
 
 def _move_notes(repo: pygit2.Repository, ref, new: pygit2.Oid) -> None:
@@ -532,7 +525,7 @@ def packed_commit(repo: pygit2.Repository, tree, parent, message: str, note: str
     when the notes ref or its tree is not one `_note_tree` reads."""
     pack = savepack.SavePack(repo, loose_max=0)
     try:
-        commit = pack.add(1, _commit_bytes(str(tree), [str(parent)] if parent else [], when, message.encode("utf-8")))
+        commit = pack.add(1, commit_bytes(str(tree), [str(parent)] if parent else [], when, message.encode("utf-8")))
         got = _note_objects(repo, pack.add, str(commit), note, when)
         if got is None:
             return None

@@ -21,7 +21,7 @@ from pygit2.enums import ObjectType
 
 from ..base.fsutil import atomic_write
 from ..base.refs import SESSIONS_PREFIX
-from ..storage.store import signature
+from ..storage.store import commit_bytes
 from ..workspace import secrets as _secrets
 from .model import Event, Transcript, short_text
 from .readers import read_transcript
@@ -159,13 +159,6 @@ def event_subject(record: dict) -> str:
     return f"{kind}: {short_text(text or '', 66)}".rstrip(": ") or kind
 
 
-def _commit_bytes(tree: bytes, parent: str | None, when: float, subject: str) -> bytes:
-    sig = signature(when)
-    who = f"{sig.name} <{sig.email}> {sig.time} +0000"
-    head = f"tree {tree.hex()}\n" + (f"parent {parent}\n" if parent else "")
-    return f"{head}author {who}\ncommitter {who}\n\n{subject}\n".encode("utf-8", "surrogatepass")
-
-
 def _write_event(repo: pygit2.Repository, ev: Event, parent: str | None,
                  new: dict[str, int], red: list[int]) -> str:
     record = ev.record()
@@ -178,7 +171,8 @@ def _write_event(repo: pygit2.Repository, ev: Event, parent: str | None,
     entries = b"".join(b"100644 " + name.encode() + b"\0" + _obj(repo, "blob", data, new)
                        for name, data in sorted(files.items()))
     tree = _obj(repo, "tree", entries, new)
-    return _obj(repo, "commit", _commit_bytes(tree, parent, ev.timestamp, subject), new).hex()
+    return _obj(repo, "commit", commit_bytes(tree.hex(), [parent] if parent else [], int(ev.timestamp),
+                                            f"{subject}\n".encode("utf-8", "surrogatepass")), new).hex()
 
 
 # -- recording ---------------------------------------------------------------------------------
