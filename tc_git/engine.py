@@ -14,7 +14,7 @@ import stat
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import pygit2
 
@@ -68,6 +68,106 @@ REOPEN_TASK = Hint("switch", {"task_id": None}, "or reopen one with")
 STEPS_BASE_TIME = 1700000000.0  # recorded steps' times count from here: the same steps get the same ids
 
 
+# ------------------------------------------------------------------ what an engine call adds
+# Every public method is one engine call (`_engine_calls`, the class decorator): a machine failure
+# becomes an error that says what to do, and the store goes back when the outermost call ends.
+# Two decorators, on the methods they apply to, add more: `_watch_user_git` (the calls that may
+# write the user's git: save, restore, undo, import_, pull, checkout) and `_or_user_store` (the
+# trajectory reads the user-level store can answer).
+F = TypeVar("F", bound=Callable[..., Any])
+E = TypeVar("E")
+
+
+def _watch_user_git(fn: F) -> F:
+    """`git.unchanged` for the whole call: the user's git directory fingerprinted before and
+    after (gitguard.py), so a restore or import that wrote anything there is reported, not only
+    the export step. The `git_verify` setting off skips it."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        if not self.settings.git_verify:
+            return fn(self, *args, **kwargs)
+        from .handoff.userrepo import user_gitdir
+        from .timeline import gitguard
+
+        gitdir = user_gitdir(self.store)
+        if self._git_watched or gitdir is None:  # nested call (import -> restore)
+            return fn(self, *args, **kwargs)
+        self._git_watched = True
+        try:
+            with gitguard.watch(gitdir) as g:
+                out = fn(self, *args, **kwargs)
+        finally:
+            self._git_watched = False
+        if gitdir is not None and isinstance(out, dict):
+            git = out.get("git") if isinstance(out.get("git"), dict) else {}
+            git["unchanged"] = g["unchanged"]
+            if g.get("changed"):
+                git["changed"] = g["changed"]
+            out["git"] = git
+        return out
+    return cast(F, wrapper)
+
+
+def _or_user_store(fn: F) -> F:
+    """A trajectory read this workspace's store cannot answer (no store, no such point) is asked
+    of the user-level store, where the hooks record sessions of directories without a store; the
+    result then says `store: "user"`. The workspace's own error stands if neither has it."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return fn(self, *args, **kwargs)
+        except NotFound as first:
+            user = self.user_store()
+            if user is None:
+                raise
+            try:
+                out = fn(user, *args, **kwargs)
+            except NotFound:
+                raise first from None
+            return dict(out, store="user")
+    return cast(F, wrapper)
+
+
+def _releasing(fn: F) -> F:
+    """At the end of an engine call (not a nested one) the store handle goes back for the next
+    call, and a deferred index write starts (tc_git/storage/handles.py): an MCP tool call builds a new
+    engine, and reopening the store parsed the whole private index again (30-60 ms at 50k files)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        if self._in_call:
+            return fn(self, *args, **kwargs)
+        self._in_call = True
+        store = self.store
+        store.deferrable = True
+        try:
+            return fn(self, *args, **kwargs)
+        finally:
+            self._in_call = False
+            store.release()
+            if self.store is not store:  # (init with a new store location)
+                self.store.release()
+    return cast(F, wrapper)
+
+
+def _engine_calls(cls: type[E]) -> type[E]:
+    """Every public method of the class (and `__init__`) wrapped: `validate.guard` (machine
+    failures inside any engine call, a full disk, permissions, a read-only file system, nesting
+    too deep, become validate.SystemFault with what to do, never a traceback), then `_releasing`."""
+    setattr(cls, "__init__", validate.guard(cls.__init__))  # noqa: B010 - mypy forbids assigning a method
+    for name, fn in list(vars(cls).items()):
+        if not name.startswith("_") and callable(fn) and not isinstance(fn, property):
+            setattr(cls, name, _releasing(validate.guard(fn)))
+    return cls
+
+
+
+@_engine_calls
 class Engine:
     def __init__(self, root, store: str | None = None, progress=None, agent: str | None = None,
                  session: str | None = None, settings: Settings | None = None):
@@ -243,6 +343,7 @@ class Engine:
         return out
 
     # ------------------------------------------------------------------ save / capture
+    @_watch_user_git
     def save(self, title: str, task_id: str | None = None, description: str = "", conclusion: str = "",
              verified=None, open_questions=None, next: str = "", close: bool = False, paths=None,
              trajectory: str | None = None) -> SaveResult:
@@ -541,6 +642,7 @@ class Engine:
         return old.diff_to_tree(new)
 
     # ------------------------------------------------------------------ restore
+    @_watch_user_git
     def restore(self, index: int | None = None, drift_id: str | None = None, apply: bool = False,
                 limit: int = MAX_LIST, paths=None, undo: bool = False, _undo_of: str | None = None,
                 at: str | None = None, _auto: Callable[[RestoreResult, Any], bool] | None = None) -> RestoreResult:
@@ -627,6 +729,7 @@ class Engine:
             raise NotFound(f"milestone {ident!r} links code of another task, not of {tl.task_id}",
                            Hint("switch", {"task_id": None}, "switch to that task first with")) from None
 
+    @_watch_user_git
     def undo(self, apply: bool = False, limit: int = MAX_LIST) -> RestoreResult:
         """Reverse the most recent applied restore (or import) of the active task: a restore to
         its restore point, over the same paths. An undo is itself a restore, so a second undo
@@ -684,6 +787,7 @@ class Engine:
         out = bundles.export(self.store, tl.task_id, self.resume(tl.task_id), to, since=since)
         return {**out, "captured": captured}
 
+    @_watch_user_git
     def import_(self, package, rename: str | None = None, merge: bool = False, apply: bool | None = False) -> dict:
         """Bring a task (with its whole history) into this workspace's store and make it active.
 
@@ -771,6 +875,7 @@ class Engine:
         self._require_store()
         return remotes.push(self.store, remote)
 
+    @_watch_user_git
     def pull(self, remote: str | None = None) -> PullResult:
         from .handoff import remotes
 
@@ -932,6 +1037,7 @@ class Engine:
                            for m in T.list_milestones(self.repo)],
         }
 
+    @_or_user_store
     def trajectory_log(self, point: str, limit: int = 50, offset: int = 0, oldest_first: bool = False) -> EventsResult:
         from . import trajectory as T
 
@@ -940,6 +1046,8 @@ class Engine:
         return {"point": point, "events": entries, "total": total,
                 "next_offset": offset + len(entries) if offset + len(entries) < total else None}
 
+    @_or_user_store
+    @_watch_user_git
     def checkout(self, point: str, restore_code: bool = False, apply: bool = False, limit: int = 200,
                  paths=None) -> CheckoutResult:
         """The conversation up to a milestone or event; optionally the code of that moment,
@@ -977,6 +1085,7 @@ class Engine:
         raise NotFound(f"code commit {commit[:12]} is not in the active task {tl.task_id}; "
                        "switch to the task it belongs to first")
 
+    @_or_user_store
     def export_markdown(self, point: str, out: str | None = None) -> MarkdownResult:
         from . import trajectory as T
 
@@ -998,6 +1107,7 @@ class Engine:
             ref = T.branch(self.repo, name, at, session=session)
         return {"ref": ref, "at": str(self.repo.references[ref].target)}
 
+    @_or_user_store
     def trajectory_diff(self, a: str, b: str, limit: int = 100) -> TrajectoryDiffResult:
         from . import trajectory as T
 
@@ -1007,6 +1117,7 @@ class Engine:
         return {"a": d.a, "b": d.b, "base": d.base, "only_a": d.only_a[:limit], "only_b": d.only_b[:limit],
                 "only_a_total": len(d.only_a), "only_b_total": len(d.only_b), "code": code}
 
+    @_or_user_store
     def replay(self, point: str, mode: str = "messages", limit: int = 200) -> ReplayResult:
         """`messages`: the message list to seed a new session; `code`: the code state at each
         event; `verify`: re-apply the recorded file edits to the first linked code state and
@@ -1041,6 +1152,7 @@ class Engine:
             return None
         return Engine(self.root, store=str(path), agent=self.agent, session=self.session)
 
+    @_or_user_store
     def resume_session(self, point: str, client: str, code: bool = False, apply: bool = False,
                        session_id: str | None = None, drop_thinking: bool = False,
                        keep_thinking: bool = False) -> dict:
@@ -1237,94 +1349,3 @@ def _pack_loose(store) -> None:
     from .timeline.compress import pack_loose
 
     pack_loose(store)
-
-
-def _watch_user_git(fn):
-    """`git.unchanged` for the whole call: the user's git directory fingerprinted before and
-    after (gitguard.py), so a restore or import that wrote anything there is reported, not only
-    the export step. The `git_verify` setting off skips it."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(self, *args, **kwargs):
-        if not self.settings.git_verify:
-            return fn(self, *args, **kwargs)
-        from .handoff.userrepo import user_gitdir
-        from .timeline import gitguard
-
-        gitdir = user_gitdir(self.store)
-        if self._git_watched or gitdir is None:  # nested call (import -> restore)
-            return fn(self, *args, **kwargs)
-        self._git_watched = True
-        try:
-            with gitguard.watch(gitdir) as g:
-                out = fn(self, *args, **kwargs)
-        finally:
-            self._git_watched = False
-        if gitdir is not None and isinstance(out, dict):
-            git = out.get("git") if isinstance(out.get("git"), dict) else {}
-            git["unchanged"] = g["unchanged"]
-            if g.get("changed"):
-                git["changed"] = g["changed"]
-            out["git"] = git
-        return out
-    return wrapper
-
-
-for _name in ("save", "restore", "undo", "import_", "pull", "checkout"):
-    setattr(Engine, _name, _watch_user_git(getattr(Engine, _name)))
-
-def _or_user_store(fn):
-    """A trajectory read this workspace's store cannot answer (no store, no such point) is asked
-    of the user-level store, where the hooks record sessions of directories without a store; the
-    result then says `store: "user"`. The workspace's own error stands if neither has it."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(self, *args, **kwargs):
-        try:
-            return fn(self, *args, **kwargs)
-        except NotFound as first:
-            user = self.user_store()
-            if user is None:
-                raise
-            try:
-                out = fn(user, *args, **kwargs)
-            except NotFound:
-                raise first from None
-            return dict(out, store="user")
-    return wrapper
-
-
-for _name in ("trajectory_log", "checkout", "export_markdown", "trajectory_diff", "replay", "resume_session"):
-    setattr(Engine, _name, _or_user_store(getattr(Engine, _name)))
-
-def _releasing(fn):
-    """At the end of an engine call (not a nested one) the store handle goes back for the next
-    call, and a deferred index write starts (tc_git/storage/handles.py): an MCP tool call builds a new
-    engine, and reopening the store parsed the whole private index again (30-60 ms at 50k files)."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(self, *args, **kwargs):
-        if self._in_call:
-            return fn(self, *args, **kwargs)
-        self._in_call = True
-        store = self.store
-        store.deferrable = True
-        try:
-            return fn(self, *args, **kwargs)
-        finally:
-            self._in_call = False
-            store.release()
-            if self.store is not store:  # (init with a new store location)
-                self.store.release()
-    return wrapper
-
-
-# Machine failures (full disk, permissions, read-only file system, nesting too deep) inside any
-# engine call become errors that say what to do (validate.SystemFault), never a traceback.
-setattr(Engine, "__init__", validate.guard(Engine.__init__))  # noqa: B010 - mypy forbids assigning a method
-for _name, _fn in list(vars(Engine).items()):
-    if not _name.startswith("_") and callable(_fn) and not isinstance(_fn, property):
-        setattr(Engine, _name, _releasing(validate.guard(_fn)))
