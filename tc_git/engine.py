@@ -644,8 +644,7 @@ class Engine:
     # ------------------------------------------------------------------ restore
     @_watch_user_git
     def restore(self, index: int | None = None, drift_id: str | None = None, apply: bool = False,
-                limit: int = MAX_LIST, paths=None, undo: bool = False, _undo_of: str | None = None,
-                at: str | None = None, _auto: Callable[[RestoreResult, Any], bool] | None = None) -> RestoreResult:
+                limit: int = MAX_LIST, paths=None, undo: bool = False, at: str | None = None) -> RestoreResult:
         """Preview (or apply) bringing the workspace back to a step or drift; `paths` limits the
         change to those files or directories (the restore point still records everything).
         `undo=True` (nothing else named) reverses the last applied restore instead: see `undo`.
@@ -656,10 +655,7 @@ class Engine:
             if index is not None or drift_id is not None or at is not None or paths:
                 raise BadInput("undo reverses the last applied restore: give neither index, drift_id nor paths")
             return self.undo(apply=apply, limit=limit)
-        try:
-            sel = restore_mod.selection(paths)
-        except ValueError as e:
-            raise BadInput(str(e)) from None
+        sel = _selection(paths)
         if sum(x is not None for x in (index, drift_id, at)) != 1:
             raise BadInput("pass exactly one of at (2, s0002, d0001, r0001, a commit prefix or a milestone), "
                            "index (a step number) or drift_id (dNNNN)")
@@ -669,26 +665,34 @@ class Engine:
             raise BadInput("index must be a step number >= 1")
         if drift_id is not None and not re.fullmatch(r"d\d+", str(drift_id)):
             raise BadInput(f"drift_id must look like d0003, got {drift_id!r}")
+        return self._restore(str(at) if at is not None else str(index) if index is not None else str(drift_id),
+                             apply, limit, sel)
+
+    def _restore(self, point: str, apply: bool, limit: int, sel, undo_of: str | None = None,
+                 decide: Callable[[RestoreResult, Any], bool] | None = None) -> RestoreResult:
+        """Restore (or preview) to `point` (any id `_point` reads) over the selection `sel`: the
+        one restore behind `restore`, `undo` (`undo_of`: the restore it reverses, which must still
+        be the last) and an import's (`decide`: whether to apply, from the preview's plan)."""
         self._require_store()
         with self.store.lock():
             tl = self._timeline()
             head = tl.head()
-            target = self._point(tl, str(at) if at is not None else str(index) if index is not None else str(drift_id))
-            if _undo_of and str(next((e.oid for e in tl.walk() if e.kind == "restore"), "")) != _undo_of:
+            target = self._point(tl, point)
+            if undo_of and str(next((e.oid for e in tl.walk() if e.kind == "restore"), "")) != undo_of:
                 raise Conflict("another restore was applied while this undo was being prepared; run undo again")
             if apply and head.kind == "close":
                 raise TaskClosed(f"task {tl.task_id} is closed: restore can only be previewed")
             ws = self._ws()
             snap = ws.snapshot(head.record.get("task", {}))
-            out, plan = restore_mod.preview(ws, tl, target, snap, sel, _undo_of, limit)
-            if _auto is not None:  # (an import's apply=None) decided from this preview, and applied
+            out, plan = restore_mod.preview(ws, tl, target, snap, sel, undo_of, limit)
+            if decide is not None:  # (an import's apply=None) decided from this preview, and applied
                 # with this very plan and snapshot, under this lock: preview == apply by construction
-                apply = _auto(out, plan)
+                apply = decide(out, plan)
                 if apply and head.kind == "close":
                     raise TaskClosed(f"task {tl.task_id} is closed: restore can only be previewed")
             if not apply:
                 return out
-            done = restore_mod.apply(ws, tl, head, target, snap, plan, sel, _undo_of)
+            done = restore_mod.apply(ws, tl, head, target, snap, plan, sel, undo_of)
             resume_mod.cache_handoff(ws, tl, done["after"])
         # a restore with failures is not applied: the restore point (undo) brings back what was there
         failed, after, check = done["failed"], done.pop("after"), done.pop("check")
@@ -737,8 +741,9 @@ class Engine:
         self._require_store()
         tl = self._timeline()
         j = restore_mod.RestoreJournal(self.store).pending(tl.task_id)
+        apply = validate.boolean(apply, "apply")
         if j and re.fullmatch(r"d\d+", str(j.get("undo", ""))):  # killed while it applied: back to its restore point
-            return self.restore(drift_id=j["undo"], apply=apply, limit=limit, paths=j.get("paths"))
+            return self._restore(j["undo"], apply, limit, _selection(j.get("paths")))
         for e in tl.walk():
             if e.kind != "restore":
                 continue
@@ -747,8 +752,7 @@ class Engine:
                 raise NotFound(f"the last restore of task {tl.task_id} ({str(e.oid)[:10]}) names no restore "
                                "point; restore a drift instead", (Hint("show", {"include_drift": True}, "pick one from"),
                                                                   Hint("restore", {"at": "d0003"}, "then")))
-            out = self.restore(drift_id=rec["undo"], apply=apply, limit=limit, paths=rec.get("paths"),
-                               _undo_of=str(e.oid))
+            out = self._restore(rec["undo"], apply, limit, _selection(rec.get("paths")), undo_of=str(e.oid))
             if e.restore:
                 out["undo_of_id"] = e.restore
             return out
@@ -831,7 +835,8 @@ class Engine:
                              "restore": round(time.perf_counter() - t2, 3)}
         return result
 
-    def _restore_imported(self, task_id: str, apply: bool | None, **kw) -> Mapping[str, Any] | None:
+    def _restore_imported(self, task_id: str, apply: bool | None, paths=None,
+                          decide: Callable[[RestoreResult, Any], bool] | None = None) -> Mapping[str, Any] | None:
         """Preview (or apply) a restore of the workspace to the imported head; `apply=None`:
         write when that overwrites and deletes nothing (`auto` says which happened)."""
         from .handoff import bundles
@@ -846,7 +851,7 @@ class Engine:
                 verdict.update(shown=shown, paths=paths, note=note)
                 return shown is None and paths is None
 
-            done = self._restore_imported(task_id, False, _auto=auto)  # (a closed task: its error)
+            done = self._restore_imported(task_id, False, decide=auto)  # (a closed task: its error)
             if done is None or not verdict:
                 return done
             if verdict["shown"] is not None:
@@ -861,10 +866,9 @@ class Engine:
         if e is None:
             return None
         try:
-            if e.kind == "drift" and e.drift:
-                return self.restore(drift_id=e.drift, apply=apply, **kw)
-            if e.step >= 1:
-                return self.restore(index=e.step, apply=apply, **kw)
+            if (e.kind == "drift" and e.drift) or e.step >= 1:
+                return self._restore(e.drift if e.kind == "drift" and e.drift else str(e.step), bool(apply),
+                                     MAX_LIST, _selection(paths), decide=decide)
         except TaskClosed as err:
             return {"applied": False, "error": err.message}
         return None
@@ -1341,6 +1345,14 @@ class Engine:
         active = self.store.active_task()
         return write_view(self.repo, tasks, list(session_ids or []), active, self.store.path / "view", out,
                           user=(user.repo, theirs) if user is not None and theirs else None)
+
+
+def _selection(paths):
+    """What a restore covers (restore.selection), a bad path list a BadInput."""
+    try:
+        return restore_mod.selection(paths)
+    except ValueError as e:
+        raise BadInput(str(e)) from None
 
 
 def _pack_loose(store) -> None:
