@@ -18,7 +18,7 @@ from typing import cast
 import pygit2
 
 from ..storage import _native
-from .chain import NOTES_REF, Timeline, note_text
+from .chain import NOTES_REF, Timeline, note_text, signature
 
 
 def _dir_bytes(path: str) -> int:
@@ -100,7 +100,7 @@ def _remove_note(repo, oid) -> None:
         note = repo.lookup_note(str(oid), NOTES_REF)
     except KeyError:
         return
-    sig = pygit2.Signature("tc-git", "tc-git@localhost")
+    sig = signature()
     note.remove(sig, sig, NOTES_REF)  # pygit2 has no Repository.remove_note
 
 
