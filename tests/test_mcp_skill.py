@@ -33,7 +33,7 @@ def test_skill_md_format_and_packaged_copy():
     # every tool the skill names exists on the server
     from tc_git.mcp.server import build_server
 
-    names = {t.name for t in build_server(watch=False)._tool_manager.list_tools()}
+    names = {t.name for t in build_server(watch=False).tools_by_name.values()}
     assert set(re.findall(r"\btc_[a-z]+\b", root)) <= names
 
 

@@ -35,6 +35,7 @@ import anyio.to_thread
 import typing_extensions as te
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, TypeAdapter, ValidationError
 
@@ -142,11 +143,12 @@ class TcServer(MCPServer):
     """MCPServer whose argument errors are short, actionable `isError` results."""
 
     watcher: Any = None  # the drift watcher (tc_git/mcp/watch.py), None with TC_WATCH=off
+    tools_by_name: dict[str, Tool] = {}  # (build_server's: the SDK keeps its own in a private manager)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
-        tool = self._tool_manager.get_tool(name)
+        tool = self.tools_by_name.get(name)
         if tool is None:
-            names = ", ".join(t.name for t in self._tool_manager.list_tools())
+            names = ", ".join(self.tools_by_name)
             return _error(f"unknown tool {name!r}; available: {names}", "bad_input")
         props = (tool.parameters or {}).get("properties", {})
         arguments = dict(arguments or {})
@@ -544,6 +546,21 @@ def _one_paragraph(text: str | None) -> str:
     return " ".join((text or "").split())
 
 
+def _compact_tool(tool: Tool) -> None:
+    """A tool as tools/list shows it (every byte is paid in every session): one-paragraph
+    description, compact input schema, and the output schema of its typed result (SHOWN)."""
+    tool.description = _one_paragraph(tool.description)
+    for hidden in HIDDEN_ARGS.get(tool.name, ()):
+        tool.parameters["properties"].pop(hidden, None)
+    _strip_titles(tool.parameters)
+    _compact_optional(tool.parameters)
+    _drop_trivial_defaults(tool.parameters)
+    if tool.name in SHOWN:  # (the SDK validates each result against output_model)
+        tool.fn_metadata.output_model = _readable(SHOWN[tool.name][0])
+        tool.fn_metadata.output_schema = _output_schema(tool.name, depth=2 if tool.name in SEED_TOOLS else 1)
+        tool.__dict__.pop("output_schema", None)  # Tool.output_schema is a cached_property
+
+
 # ------------------------------------------------------------------------------- tools
 SEED_TOOLS = ("tc_init", "tc_save", "tc_resume", "tc_show", "tc_restore", "tc_capture", "tc_switch",
               "tc_export", "tc_import", "tc_compress")
@@ -591,11 +608,17 @@ def build_server(watch: bool | None = None) -> TcServer:
             handles.enable(False)
             await anyio.to_thread.run_sync(handles.flush_all)  # (atexit does it too)
 
-    mcp = TcServer("tc-git", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan,
-                   log_level="WARNING")
-    mcp.watcher = watcher
+    tools: dict[str, Tool] = {}
 
-    @mcp.tool(annotations=_ann("Start a task"))
+    def tool(annotations: ToolAnnotations | None):
+        def add(fn):
+            t = tools[fn.__name__] = Tool.from_function(fn, annotations=annotations)
+            _compact_tool(t)
+            return fn
+        return add
+
+
+    @tool(annotations=_ann("Start a task"))
     async def tc_init(
         ctx: Context,
         name: Annotated[str, Field(description="short task name")],
@@ -609,7 +632,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         tc_save after each step."""
         return await run(ctx, "tc_init", root, lambda e: e.init(name, goal, constraints, store, exclude or []))
 
-    @mcp.tool(annotations=_ann("Save a step", idempotent=True))
+    @tool(annotations=_ann("Save a step", idempotent=True))
     async def tc_save(
         ctx: Context,
         title: Annotated[str, Field(description="what this step did, one line")],
@@ -629,7 +652,7 @@ def build_server(watch: bool | None = None) -> TcServer:
                                                                 open_questions=open_questions or [], next=next,
                                                                 close=close, paths=paths or []))
 
-    @mcp.tool(annotations=_ann("Resume a task", read_only=True, idempotent=True))
+    @tool(annotations=_ann("Resume a task", read_only=True, idempotent=True))
     async def tc_resume(
         ctx: Context,
         root: Root = None,
@@ -640,7 +663,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         paths, `handoff` text."""
         return await run(ctx, "tc_resume", root, lambda e: e.resume(task_id, lang), log_call=False)
 
-    @mcp.tool(annotations=_ann("Show steps", read_only=True, idempotent=True))
+    @tool(annotations=_ann("Show steps", read_only=True, idempotent=True))
     async def tc_show(
         ctx: Context,
         root: Root = None,
@@ -654,7 +677,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         return await run(ctx, "tc_show", root, lambda e: e.show(task_id, index, include_drift, limit, cursor),
                          log_call=False)
 
-    @mcp.tool(annotations=_ann("Restore the workspace", destructive=True, idempotent=True))
+    @tool(annotations=_ann("Restore the workspace", destructive=True, idempotent=True))
     async def tc_restore(
         ctx: Context,
         root: Root = None,
@@ -669,18 +692,18 @@ def build_server(watch: bool | None = None) -> TcServer:
         return await run(ctx, "tc_restore", root, lambda e: e.restore(index, drift_id, apply, paths=paths, at=at),
                          log_call=apply)
 
-    @mcp.tool(annotations=_ann("Capture unsaved changes", idempotent=True))
+    @tool(annotations=_ann("Capture unsaved changes", idempotent=True))
     async def tc_capture(ctx: Context, root: Root = None) -> CallToolResult:
         """Record unsaved changes now as a drift (not a step); captured=false: none."""
         return await run(ctx, "tc_capture", root, lambda e: e.capture())
 
-    @mcp.tool(annotations=_ann("Switch task", idempotent=True))
+    @tool(annotations=_ann("Switch task", idempotent=True))
     async def tc_switch(ctx: Context, task_id: Annotated[str, Field(description="id, unique prefix or name")],
                         root: Root = None) -> CallToolResult:
         """Make another task active (the current one is suspended). Closed tasks stay closed."""
         return await run(ctx, "tc_switch", root, lambda e: e.switch(task_id))
 
-    @mcp.tool(annotations=_ann("Export a handoff"))
+    @tool(annotations=_ann("Export a handoff"))
     async def tc_export(
         ctx: Context,
         to: Annotated[str, Field(description="existing dir (or .bundle path)")],
@@ -692,7 +715,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         captured first), for tc_import elsewhere."""
         return await run(ctx, "tc_export", root, lambda e: e.export(to, since=since, task_id=task_id))
 
-    @mcp.tool(annotations=_ann("Import a handoff", destructive=True))
+    @tool(annotations=_ann("Import a handoff", destructive=True))
     async def tc_import(
         ctx: Context,
         package: Annotated[str, Field(description="tc_export's .bundle (or seed handoff dir)")],
@@ -705,7 +728,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         nothing, else previewed (then apply=true)."""
         return await run(ctx, "tc_import", root, lambda e: e.import_(package, rename=rename, merge=merge, apply=apply))
 
-    @mcp.tool(annotations=_ann("Compress drifts", destructive=True, idempotent=True))
+    @tool(annotations=_ann("Compress drifts", destructive=True, idempotent=True))
     async def tc_compress(
         ctx: Context,
         root: Root = None,
@@ -717,12 +740,12 @@ def build_server(watch: bool | None = None) -> TcServer:
         return await run(ctx, "tc_compress", root, lambda e: e.compress(keep_seconds, minimum, maximum))
 
     # -- beyond the seed's ten
-    @mcp.tool(annotations=_ann("List tasks", read_only=True, idempotent=True))
+    @tool(annotations=_ann("List tasks", read_only=True, idempotent=True))
     async def tc_tasks(ctx: Context, root: Root = None) -> CallToolResult:
         """This store's tasks, most recent first, the active one marked."""
         return await run(ctx, "tc_tasks", root, lambda e: _task_list(e.tasks()), log_call=False)
 
-    @mcp.tool(annotations=_ann("Undo the last restore", destructive=True))
+    @tool(annotations=_ann("Undo the last restore", destructive=True))
     async def tc_undo(ctx: Context, root: Root = None,
                       apply: Annotated[bool, Field(description="true: write files; false: preview")] = False,
                       ) -> CallToolResult:
@@ -730,18 +753,18 @@ def build_server(watch: bool | None = None) -> TcServer:
         return await run(ctx, "tc_undo", root, lambda e: e.undo(apply=apply), log_call=apply)
 
     # -- git remotes (handoff layer)
-    @mcp.tool(annotations=_ann("Push checkpoints", idempotent=True))
+    @tool(annotations=_ann("Push checkpoints", idempotent=True))
     async def tc_push(ctx: Context, root: Root = None, remote: Remote = None) -> CallToolResult:
         """Send the checkpoints and notes to a git remote (rejections are errors)."""
         return await run(ctx, "tc_push", root, lambda e: e.push(remote))
 
-    @mcp.tool(annotations=_ann("Pull checkpoints", idempotent=True))
+    @tool(annotations=_ann("Pull checkpoints", idempotent=True))
     async def tc_pull(ctx: Context, root: Root = None, remote: Remote = None) -> CallToolResult:
         """Fetch checkpoints and notes from a git remote (notes merged, files untouched)."""
         return await run(ctx, "tc_pull", root, lambda e: e.pull(remote))
 
     # -- trajectory layer
-    @mcp.tool(annotations=_ann("Record the conversation", idempotent=True))
+    @tool(annotations=_ann("Record the conversation", idempotent=True))
     async def tc_record(
         ctx: Context, root: Root = None,
         transcript: Annotated[str | None, Field(description="transcript file (Claude Code/Codex .jsonl)")] = None,
@@ -755,19 +778,19 @@ def build_server(watch: bool | None = None) -> TcServer:
         return await run(ctx, "tc_record", root, lambda e: e.record(transcript=transcript, steps=steps,
                                                                     milestone=milestone, session=session))
 
-    @mcp.tool(annotations=_ann("List sessions and milestones", read_only=True, idempotent=True))
+    @tool(annotations=_ann("List sessions and milestones", read_only=True, idempotent=True))
     async def tc_sessions(ctx: Context, root: Root = None) -> CallToolResult:
         """Recorded sessions with their branches, and every milestone."""
         return await run(ctx, "tc_sessions", root, lambda e: e.sessions(), log_call=False)
 
-    @mcp.tool(annotations=_ann("Name a milestone", idempotent=True))
+    @tool(annotations=_ann("Name a milestone", idempotent=True))
     async def tc_milestone(ctx: Context, name: Annotated[str, Field(description="milestone name")], at: Point,
                            root: Root = None, message: Annotated[str, Field(description="why it matters")] = "",
                            force: Annotated[bool, Field(description="move an existing milestone")] = False) -> CallToolResult:
         """Name a moment of the conversation; it is linked to the code as it is now."""
         return await run(ctx, "tc_milestone", root, lambda e: e.milestone(name, at, message, force))
 
-    @mcp.tool(annotations=_ann("Conversation log", read_only=True, idempotent=True))
+    @tool(annotations=_ann("Conversation log", read_only=True, idempotent=True))
     async def tc_events(ctx: Context, point: Point, root: Root = None,
                         limit: Annotated[int, Field(ge=1, le=200, description="page size")] = 50,
                         offset: Annotated[int, Field(ge=0, description="next_offset of the previous page")] = 0,
@@ -775,7 +798,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         """Events up to a point, newest first, one line each; paginated by offset."""
         return await run(ctx, "tc_events", root, lambda e: e.trajectory_log(point, limit, offset), log_call=False)
 
-    @mcp.tool(annotations=_ann("Checkout a conversation point", destructive=True))
+    @tool(annotations=_ann("Checkout a conversation point", destructive=True))
     async def tc_checkout(ctx: Context, point: Point, root: Root = None,
                           restore_code: Annotated[bool, Field(description="also restore the linked code")] = False,
                           apply: Annotated[bool, Field(description="with restore_code: write files "
@@ -787,14 +810,14 @@ def build_server(watch: bool | None = None) -> TcServer:
         tc_restore."""
         return await run(ctx, "tc_checkout", root, lambda e: e.checkout(point, restore_code, apply, paths=paths))
 
-    @mcp.tool(annotations=_ann("Export a conversation as Markdown", read_only=True, idempotent=True))
+    @tool(annotations=_ann("Export a conversation as Markdown", read_only=True, idempotent=True))
     async def tc_markdown(ctx: Context, point: Point, root: Root = None,
                           out: Annotated[str | None, Field(description="write to this file instead of "
                                                                        "returning the text")] = None) -> CallToolResult:
         """A conversation as readable Markdown."""
         return await run(ctx, "tc_markdown", root, lambda e: e.export_markdown(point, out))
 
-    @mcp.tool(annotations=_ann("Branch a conversation"))
+    @tool(annotations=_ann("Branch a conversation"))
     async def tc_branch(ctx: Context, name: Annotated[str, Field(description="branch name")], at: Point,
                         root: Root = None,
                         session: Annotated[str | None, Field(description="default: the session of `at`")] = None,
@@ -802,19 +825,19 @@ def build_server(watch: bool | None = None) -> TcServer:
         """A named fork of a conversation at an event."""
         return await run(ctx, "tc_branch", root, lambda e: e.branch(name, at, session))
 
-    @mcp.tool(annotations=_ann("Diff two conversation points", read_only=True, idempotent=True))
+    @tool(annotations=_ann("Diff two conversation points", read_only=True, idempotent=True))
     async def tc_trajectory_diff(ctx: Context, a: Point, b: Point, root: Root = None) -> CallToolResult:
         """Common ancestor, what each side said and did since, and their code diff."""
         return await run(ctx, "tc_trajectory_diff", root, lambda e: e.trajectory_diff(a, b), log_call=False)
 
-    @mcp.tool(annotations=_ann("Replay a conversation", read_only=True, idempotent=True))
+    @tool(annotations=_ann("Replay a conversation", read_only=True, idempotent=True))
     async def tc_replay(ctx: Context, point: Point, root: Root = None,
                         mode: Annotated[str, Field(description="messages, code (per event) or "
                                                                "verify (re-apply edits)")] = "messages") -> CallToolResult:
         """Walk a conversation from its start to a point."""
         return await run(ctx, "tc_replay", root, lambda e: e.replay(point, mode), log_call=False)
 
-    @mcp.tool(annotations=_ann("Resume a session in its agent", destructive=True))  # code+apply writes
+    @tool(annotations=_ann("Resume a session in its agent", destructive=True))  # code+apply writes
     async def tc_resume_session(
         ctx: Context, point: Point, client: Annotated[Literal["claude", "codex"], Field(description="agent")],
         root: Root = None,
@@ -828,7 +851,7 @@ def build_server(watch: bool | None = None) -> TcServer:
                          lambda e: e.resume_session(point, client, code, apply, drop_thinking=drop_thinking,
                                                     keep_thinking=keep_thinking))
 
-    @mcp.tool(annotations=_ann("Blame a file", read_only=True, idempotent=True))
+    @tool(annotations=_ann("Blame a file", read_only=True, idempotent=True))
     async def tc_blame(ctx: Context, path: Annotated[str, Field(description="file")], root: Root = None,
                        line: Annotated[int | None, Field(ge=1, description="why this line")] = None,
                        at: Annotated[str | None, Field(description="point (s0004); default now")] = None,
@@ -836,6 +859,11 @@ def build_server(watch: bool | None = None) -> TcServer:
         """Per line: the step or drift, tool call and prompt that last changed it, or unattributed."""
         return await run(ctx, "tc_blame", root, lambda e: e.why(path, line, at) if line else
                          e.blame(path, at, start=start or 1, limit=2000, budget=BLAME_BYTES), log_call=False)
+
+    mcp = TcServer("tc-git", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan,
+                   tools=list(tools.values()),
+                   log_level="WARNING")
+    mcp.watcher, mcp.tools_by_name = watcher, tools
 
     # -- resources and prompts: where clients look without calling a tool (Claude Code: @-mentions
     # and slash commands /mcp__tc-git__resume, /mcp__tc-git__save-step)
@@ -868,17 +896,6 @@ def build_server(watch: bool | None = None) -> TcServer:
                 "(what is still unresolved) and next (the next step, for whoever resumes)."
                 + (f" Mention: {jsonsafe.text_out(note)}" if note else ""))
 
-    for tool in mcp._tool_manager.list_tools():
-        tool.description = _one_paragraph(tool.description)
-        for hidden in HIDDEN_ARGS.get(tool.name, ()):
-            tool.parameters["properties"].pop(hidden, None)
-        _strip_titles(tool.parameters)
-        _compact_optional(tool.parameters)
-        _drop_trivial_defaults(tool.parameters)
-        if tool.name in SHOWN:  # (the SDK validates each result against output_model)
-            tool.fn_metadata.output_model = _readable(SHOWN[tool.name][0])
-            tool.fn_metadata.output_schema = _output_schema(tool.name, depth=2 if tool.name in SEED_TOOLS else 1)
-            tool.__dict__.pop("output_schema", None)  # Tool.output_schema is a cached_property
     return mcp
 
 
