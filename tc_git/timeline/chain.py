@@ -432,6 +432,10 @@ def _chain(tl: Timeline):
 NOTES_MESSAGE = b"Notes added by 'git_note_create' from libgit2"  # libgit2's, so both routes look alike
 _HEX = re.compile(rb"[0-9a-f]+")
 _DIR = b"40000"  # a tree entry's mode as git writes it
+# The top level of the notes tree this process wrote last, per store: (its id, its bytes, where
+# each directory's id is in them). The next note rewrites one directory and that one id in place
+# (a tree is named by its content: the same id is the same bytes), not 256 parsed and sorted entries.
+_TOPS: dict[str, tuple[bytes, bytes, dict[bytes, int]]] = {}
 
 
 def _note_tree(repo: pygit2.Repository, put, tree_raw: bytes | None, notes: dict[bytes, bytes],
@@ -442,6 +446,18 @@ def _note_tree(repo: pygit2.Repository, put, tree_raw: bytes | None, notes: dict
     one, else replaces the entry named by the rest of the id; at the top level a note without
     its directory gets a new one, and the flat notes found there move into theirs. None for a
     tree it does not read that way (the caller leaves the note to libgit2)."""
+    top = _TOPS.get(repo.path) if fanout == 0 and len(notes) == 1 else None
+    if top is not None and top[0] == tree_raw:  # the top level this process wrote last: one id changes
+        (rest, blob), = notes.items()
+        at = top[2].get(rest[:2])
+        if at is not None:
+            new = _note_tree(repo, put, top[1][at:at + 20], {rest[2:]: blob}, 2)
+            if new is None:
+                return None
+            data = top[1][:at] + new + top[1][at + 20:]
+            raw = put(2, data).raw
+            _TOPS[repo.path] = (raw, data, top[2])
+            return raw
     ents: dict[bytes, tuple[bytes, bytes]] = {}
     if tree_raw is not None:
         kind, data = repo.odb.read(pygit2.Oid(raw=tree_raw))[:2]
@@ -476,7 +492,19 @@ def _note_tree(repo: pygit2.Repository, put, tree_raw: bytes | None, notes: dict
             return None
         ents[sub] = (_DIR, new)
     order = sorted([(n + b"/" if m == _DIR else n, m, n, i) for n, (m, i) in ents.items()])  # git's tree order
-    return put(2, b"".join([m + b" " + n + b"\0" + i for _k, m, n, i in order])).raw
+    parts = [m + b" " + n + b"\0" + i for _k, m, n, i in order]
+    data = b"".join(parts)
+    raw = put(2, data).raw
+    if fanout == 0:  # where each directory's id is in it, for the next write (_TOPS)
+        ids, pos = {}, 0
+        for (_k, m, n, _i), part in zip(order, parts):
+            pos += len(part)
+            if m == _DIR:
+                ids[n] = pos - 20
+        if len(_TOPS) >= 8:
+            _TOPS.clear()
+        _TOPS[repo.path] = (raw, data, ids)
+    return raw
 
 
 def notes_tree(repo: pygit2.Repository, notes: dict[str, pygit2.Oid]) -> pygit2.Oid:
