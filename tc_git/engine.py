@@ -279,6 +279,8 @@ class Engine:
         return self._ws().snapshot(task, paths)
 
     journal = None  # the MCP server's change journal for this workspace (tc_git/workspace/journal.py)
+    # the MCP server's: runs `job` after the answer, the newest per `key` (a store), see _handoff
+    handoff_later: Callable[[str, Callable[[], Any]], None] | None = None
     _git_watched = False  # inside a call whose user-git fingerprint is taken as a whole (_watch_user_git)
     _in_call = False  # inside a public call (_releasing: the store is released when the outer one ends)
 
@@ -386,7 +388,7 @@ class Engine:
             if close:
                 ws.close(tl, snap.tree, index)
             status = "closed" if close else "open"
-            resume_mod.cache_handoff(ws, tl, snap)
+            self._handoff(ws, tl, snap)
             _pack_loose(self.store)
         return {
             "task_id": tid, "index": index, "title": fields["title"], "commit": str(oid),
@@ -460,11 +462,37 @@ class Engine:
             extra = {"tool_call": tool_call} if tool_call else {}
             oid, drift_id, changed = ws.drift(tl, head, snap, title=title, partial=partial, **extra)
             self._follow_blame(tl, oid)
-            resume_mod.cache_handoff(ws, tl, snap)
+            self._handoff(ws, tl, snap)
             _pack_loose(self.store)
         out["captured"], out["drift_id"], out["reads"], out["commit"] = True, drift_id, changed["count"], str(oid)
         out["files"] = changed
         return out
+
+    def _handoff(self, ws: Workspace, tl: Timeline, snap: snapshot_mod.Snapshot) -> None:
+        """The SessionStart hook's handoff as of this record (resume.cache_handoff, its cache in
+        the store): written now, or, in the MCP server (`handoff_later`), after the answer and
+        once for a burst of records: a save only saves."""
+        unstable = sorted(snap.unstable)
+        if self.handoff_later is None:
+            resume_mod.cache_handoff(ws, tl, unstable)
+            return
+        root, who, settings, task, head = self.root, (self.agent, self.session), self.settings, tl.task_id, \
+            str(tl.head_oid())
+        self.handoff_later(str(self.store.path), lambda: Engine(root, agent=who[0], session=who[1], settings=settings)
+                           .refresh_handoff(task, head, unstable))
+
+    def refresh_handoff(self, task_id: str, head: str, unstable: list[str]) -> bool:
+        """The hook's handoff of a task written, if its head is still `head` (the commit a record
+        made; `unstable`: what did not hold still then). False when the head has moved on: the
+        newer record asks for its own."""
+        if not self.store.exists:
+            return False
+        with self.store.lock():
+            tl = Timeline(self.repo, task_id)
+            if not tl.exists() or str(tl.head_oid()) != head:
+                return False
+            resume_mod.cache_handoff(self._ws(), tl, unstable)
+        return True
 
     # ------------------------------------------------------------------ read side
     def resume(self, task_id: str | None = None, lang: str = "en") -> ResumeResult:
@@ -693,7 +721,7 @@ class Engine:
             if not apply:
                 return out
             done = restore_mod.apply(ws, tl, head, target, snap, plan, sel, undo_of)
-            resume_mod.cache_handoff(ws, tl, done["after"])
+            self._handoff(ws, tl, done["after"])
         # a restore with failures is not applied: the restore point (undo) brings back what was there
         failed, after, check = done["failed"], done.pop("after"), done.pop("check")
         out.update({"applied": not failed, "recovered": done["undo_id"], "undo": {"drift_id": done["undo_id"]},

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import git
 
 from tc_git.workspace import secrets
@@ -65,3 +66,41 @@ def test_wire_size_from_the_one_text():
         text = _dumps(data)
         want = len(json.dumps(text, ensure_ascii=False).encode()) + len(text.encode()) + 96
         assert _text_wire_size(text) == want
+
+
+@pytest.mark.anyio
+async def test_mcp_save_leaves_the_hook_handoff_to_after_its_answer(tmp_path, tc_env_clean):
+    """Over MCP a save answers without the SessionStart hook's handoff; the server writes it
+    after the answer (the newest per store; at its end, what is left), for the head it describes."""
+    from mcp import Client
+
+    from tc_git.mcp.server import build_server
+    from tc_git.timeline import handoff_cache
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    async with Client(build_server(watch=False), mode="legacy") as c:
+        tid = (await c.call_tool("tc_init", {"name": "later", "root": str(ws)})).structured_content["task_id"]
+        for i in range(3):
+            (ws / "a.txt").write_text(f"{i}\n")
+            r = await c.call_tool("tc_save", {"title": f"step {i}", "root": str(ws), "next": "more"})
+            assert not r.is_error, r.content
+    cached = handoff_cache.read(ws / ".checkpoints", tid)
+    assert cached is not None and cached["head"] == r.structured_content["commit"]
+    assert "step 2" in cached["text"] and cached["status"] == "open"
+
+
+def test_a_handoff_for_a_head_moved_on_is_not_written(engine, ws):
+    from tc_git.timeline import handoff_cache
+
+    engine.init("moved on")
+    (ws / "a.txt").write_text("one\n")
+    first = engine.save("one")["commit"]
+    (ws / "a.txt").write_text("two\n")
+    second = engine.save("two")["commit"]
+    assert engine.refresh_handoff(engine.store.active_task(), first, []) is False
+    cached = handoff_cache.read(engine.store.path, engine.store.active_task())
+    assert cached is not None and cached["head"] == second and "two" in cached["text"]
+    assert engine.refresh_handoff(engine.store.active_task(), second, ["x.txt"]) is True
+    assert "x.txt" in handoff_cache.read(engine.store.path, engine.store.active_task())["text"]

@@ -221,11 +221,48 @@ def _encodable(name: str, result):
                       "this is a tc-git bug, please report it", "internal")
 
 
+class HandoffLater:
+    """The SessionStart hook's handoff cache refreshed after a tool call's answer, not inside it
+    (Engine.handoff_later): a record leaves a job, one thread runs the newest job of each store
+    SETTLE_DELAY later (a burst of saves: once), and the server's end runs what is left."""
+
+    def __init__(self):
+        self._jobs: dict[str, Callable[[], Any]] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __call__(self, key: str, job: Callable[[], Any]) -> None:
+        with self._lock:
+            self._jobs[key] = job
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="tc-handoff", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def _serve(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            time.sleep(SETTLE_DELAY)  # (the answer goes out first)
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            jobs, self._jobs = list(self._jobs.values()), {}
+        for job in jobs:
+            try:
+                job()
+            except Exception:  # noqa: BLE001 - a cache: the hook then resumes the slow way
+                log.exception("refreshing the handoff cache failed")
+
+
 class Runner:
     """Runs one engine call per tool call in a worker thread, maps failures to isError."""
 
     def __init__(self, watcher=None):
         self.watcher = watcher
+        self.handoff_later = HandoffLater()
         self._engine_cls: type[Engine] | None = None
         self.last_root: str | None = None  # the workspace of the last tool call (for tc://resume)
 
@@ -263,6 +300,7 @@ class Runner:
             holder["engine"] = eng
             if tool in LEAN_TOOLS and handles.drop_idle(keep=eng.store_path):
                 heap.settle()  # (their pages back before this call's peak)
+            eng.handoff_later = self.handoff_later
             if self.watcher is not None:  # saves refresh only what the watcher saw change
                 eng.journal = self.watcher.journal(eng.root)
             result = call(eng)
@@ -605,6 +643,7 @@ def build_server(watch: bool | None = None) -> TcServer:
         finally:
             if watcher is not None:
                 await anyio.to_thread.run_sync(watcher.stop)
+            await anyio.to_thread.run_sync(run.handoff_later.flush)
             handles.enable(False)
             await anyio.to_thread.run_sync(handles.flush_all)  # (atexit does it too)
 

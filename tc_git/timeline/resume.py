@@ -167,12 +167,11 @@ def resume_info(ws: Workspace, tl: Timeline, lang: str = "en",
     return info
 
 
-def cache_handoff(ws: Workspace, tl: Timeline, snap: snapshot_mod.Snapshot | None = None) -> None:
+def cache_handoff(ws: Workspace, tl: Timeline, unstable: list[str]) -> None:
     """The handoff as of this record, for the SessionStart hook (tc_git/timeline/handoff_cache.py).
-    Right after a snapshot nothing is unsaved but what did not hold still."""
+    Right after a snapshot nothing is unsaved but what did not hold still (`unstable`, sorted)."""
     try:
-        u = sorted(snap.unstable) if snap is not None else []
-        info = resume_info(ws, tl, unsaved=(u[:MAX_LIST], len(u)))
+        info = resume_info(ws, tl, unsaved=(unstable[:MAX_LIST], len(unstable)))
         handoff_cache.write(ws.store.path, tl.task_id, info["commit"], info["handoff"], info["status"])
     except Exception:  # noqa: BLE001 - a cache: a save never fails over it (the hook then resumes the slow way)
         pass
