@@ -310,12 +310,13 @@ class Engine:
             tl = Timeline(self.repo, task_id)
             texts, redacted = redact_fields({"name": name.strip(), "goal": goal or "", "constraints": constraints or ""})
             task = {"id": task_id, **texts, "exclude": exclude, "created": iso()}
-            self._ws().init(tl, task)
+            snap = self._ws().init(tl, task)
             self.store.set_active_task(task_id)
         external = not self.store.inside_workspace()
         return {
             "task_id": task_id, "name": task["name"], "store": str(self.store.path),
             "store_is_external": external, "prev_suspended": prev_suspended, "exclude": exclude, "redacted": redacted,
+            "skipped_paths": capture_mod.skipped(snap),  # the baseline's left-out files, said here once
             "note": ("store is outside the workspace" if external else
                      "store is inside the workspace (.checkpoints/, hidden from git status); deleting "
                      "the workspace deletes it: pass store to keep it elsewhere"),
@@ -689,8 +690,8 @@ class Engine:
                            "index (a step number) or drift_id (dNNNN)")
         if at is not None and (isinstance(at, bool) or not isinstance(at, (str, int)) or not str(at).strip()):
             raise BadInput("at must name a point: 2, s0002, d0001, r0001, a commit prefix or a milestone")
-        if index is not None and (isinstance(index, bool) or not isinstance(index, int) or index < 1):
-            raise BadInput("index must be a step number >= 1")
+        if index is not None and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
+            raise BadInput("index must be a step number (0: the task's start, its baseline)")
         if drift_id is not None and not re.fullmatch(r"d\d+", str(drift_id)):
             raise BadInput(f"drift_id must look like d0003, got {drift_id!r}")
         return self._restore(str(at) if at is not None else str(index) if index is not None else str(drift_id),

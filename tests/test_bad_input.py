@@ -303,12 +303,13 @@ def test_disk_full_cli(tmp_path):
         pytest.skip("no user+mount namespaces here (unshare -rm refused): cannot mount a small tmpfs")
     (tmp_path / "ws").mkdir()
     (tmp_path / "small").mkdir()
-    (tmp_path / "ws" / "big.bin").write_bytes(os.urandom(3 << 20))
+    (tmp_path / "big.bin").write_bytes(os.urandom(3 << 20))
     (tmp_path / "ws" / ".task-checkpoint-store.json").write_text('{"store": "../small/store"}')
     out = _ns_script(tmp_path, ns, """
         set -u
         mount -t tmpfs -o size=1m tmpfs small
         tc -C ws init t >/dev/null || exit 9
+        mv big.bin ws/  # after init (its baseline would not fit either)
         tc --json -C ws save s1 > fail.json; echo "save1=$?"
         echo "packdir: $(ls -A small/store/objects/pack | tr '\n' ' ')"
         rm ws/big.bin

@@ -97,7 +97,7 @@ def _unchanged(e: Engine):
     ({"drift_id": "d0042"}, NotFound, "has no drift"),
     ({}, BadInput, "exactly one of at"),
     ({"index": 1, "drift_id": "d0001"}, BadInput, "exactly one of at"),
-    ({"index": 0}, BadInput, "index must be"),
+    ({"index": -1}, BadInput, "index must be"),  # (0 is the task's baseline: test_baseline.py)
     ({"index": "1"}, BadInput, "index must be"),
     ({"index": True}, BadInput, "index must be"),
     ({"drift_id": "x1"}, BadInput, "drift_id must look like"),

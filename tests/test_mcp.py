@@ -348,8 +348,6 @@ async def test_root_defaults_to_cwd(server, ws, monkeypatch):
 
 
 async def test_progress_notifications(server, ws):
-    for i in range(700):  # the engine reports every 256 changed paths
-        write(ws, f"d{i % 30}/f{i}.txt", f"{i}\n")
     seen = []
 
     async def on_progress(p, total, msg):
@@ -357,6 +355,8 @@ async def test_progress_notifications(server, ws):
 
     async with client(server) as c:
         ok(await call(c, "tc_init", root=str(ws), name="big"))
+        for i in range(700):  # the engine reports every 256 changed paths (since init: its baseline)
+            write(ws, f"d{i % 30}/f{i}.txt", f"{i}\n")
         r = await c.call_tool("tc_save", {"root": str(ws), "title": "first"}, progress_callback=on_progress)
         assert ok(r)["index"] == 1
         assert seen and all(isinstance(p, float) for p, _t, _m in seen)

@@ -1,6 +1,7 @@
 """Every MCP result fits an agent's context budget: at most 8 KB on the wire (the text block and
 structuredContent together) for any workspace size (issue 30). Sized on a 10,000-file workspace
-through the real SDK (in-memory client): a new task and its handoff (10k unsaved paths), an export,
+through the real SDK (in-memory client): a new task (its baseline: nothing unsaved) and its handoff
+with 5,000 unsaved paths, an export,
 an import into an empty workspace (10k files written), its undo (10k deleted), the task list.
 """
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from conftest import write
 from mcp import Client
 
 from tc_git.mcp.server import WIRE_BUDGET, build_server
@@ -49,12 +51,17 @@ async def test_every_result_fits_on_a_10k_workspace(tmp_path):
             return r.structured_content
 
         await call("init", "tc_init", src, name="big")
-        fresh = await call("resume new task", "tc_resume", src)  # no step yet: every file is unsaved
-        assert fresh["drift_total"] == FILES and len(fresh["drift_paths"]) <= 20 and fresh["more"]
+        fresh = await call("resume new task", "tc_resume", src)
+        assert fresh["drift_total"] == 0 and fresh["drift_paths"] == []  # init records a baseline
+        for i in range(0, FILES, 2):  # half the files change: the unsaved list is 5,000 long
+            write(src, f"d{i // 100:03d}/f{i % 100:03d}.txt", f"{i} edited\n")
+        unsaved = await call("resume 5k unsaved", "tc_resume", src)
+        assert unsaved["drift_total"] == FILES // 2 and len(unsaved["drift_paths"]) <= 20 and unsaved["more"]
         exported = await call("export", "tc_export", src, to=str(out))
 
         imported = await call("import", "tc_import", dst, package=exported["path"])
         assert (dst / "d099" / "f099.txt").read_text() == "9999\n"  # written: nothing here to overwrite
+        assert (dst / "d098" / "f098.txt").read_text() == "9898 edited\n"  # the unsaved work exported too
         preview = await call("undo preview", "tc_undo", dst)
         assert preview["applied"] is False
         await call("undo", "tc_undo", dst, apply=True)

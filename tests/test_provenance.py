@@ -374,7 +374,8 @@ def test_a_restore_keeps_the_attribution_of_the_point_it_brings_back(tmp_path):
     assert r["applied"] and f.read_text() == "one\nby the call\n"
     b = e.blame("a.txt")
     assert b["at"].startswith("r") or b["at"].startswith("d")  # the restore's commit (or its drift)
-    assert [(h["id"], h["by"]) for h in b["hunks"]] == [("s0001", "unattributed"), ("d0001", "agent")]
+    # "one" was there when the task began: the baseline's (step 0, init)
+    assert [(h["id"], h["by"]) for h in b["hunks"]] == [("s0000", "unattributed"), ("d0001", "agent")]
     assert b["origins"]["d0001"]["tool_call"]["id"] == "toolu_r"
 
 

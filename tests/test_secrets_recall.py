@@ -83,16 +83,20 @@ def test_planted_credentials_reach_no_object(tmp_path):
                next=one_line(TEXTS[13]), verified=[one_line(t)[:4000] for t in TEXTS[14:20]],
                open_questions=[one_line(t)[:4000] for t in TEXTS[20:26]])
     assert {x["field"] for x in r["redacted"]} >= {"title", "description", "conclusion", "next", "verified"}
-    left = {x.split(" (")[0] for x in r["skipped_paths"]}
-    for n in range(len(TEXTS)):
-        assert f"secret: conf/s{n:02d}.txt" in left, (n, SAMPLES[n][0], r["skipped_paths"])
-    for p in ("data/app.sqlite", "notes/stray.txt", "logs/big.log"):
-        assert f"secret: {p}" in left
-    assert "src/app.py" not in " ".join(left)
-    assert r["newly_left_out"] and len(r["newly_left_out"]) == len(r["skipped_paths"])
-    # said once: a second save with nothing new reports nothing new
+    # the files were there at init: its baseline left them out and said so, once
+    for said in (init["skipped_paths"], r["skipped_paths"]):
+        left = {x.split(" (")[0] for x in said}
+        for n in range(len(TEXTS)):
+            assert f"secret: conf/s{n:02d}.txt" in left, (n, SAMPLES[n][0], said)
+        for p in ("data/app.sqlite", "notes/stray.txt", "logs/big.log"):
+            assert f"secret: {p}" in left
+        assert "src/app.py" not in " ".join(left)
+    assert r["newly_left_out"] == []
+    # a credential written after init is new at the next save, and said once
+    write(ws, "conf/late.txt", f"# late\n{TEXTS[0]}\n")
     r2 = e.save("second step")
-    assert r2["newly_left_out"] == []
+    assert [x.split(" (")[0] for x in r2["newly_left_out"]] == ["secret: conf/late.txt"]
+    assert e.save("third step")["newly_left_out"] == []
 
     tr = tmp_path / "session.jsonl"
     _transcript(tr, "5ec0e75e-0000-4000-8000-000000000001")

@@ -55,6 +55,7 @@ class InitResult(TypedDict):
     prev_suspended: str | None
     exclude: list[str] | None
     redacted: list[dict[str, Any]]  # [{field, rules}]: credentials replaced before they were stored
+    skipped_paths: list[str]  # what the baseline (the workspace at init) left out, and why
     note: str
 
 

@@ -277,6 +277,7 @@ def human(cmd: str, r: Any) -> str:
         s = f"started task {r['task_id']}: {r['name']}\n  store: {r['store']}"
         if r.get("prev_suspended"):
             s += f"\n  suspended {r['prev_suspended']} (back to it with `{prog()} switch {r['prev_suspended']}`)"
+        s = "\n".join([s, *_left_out(r)])
         return s + f"\n  next: work, then `{prog()} save \"<what you did>\"`"
     if cmd == "save":
         return _h_save(r)

@@ -109,11 +109,16 @@ class Workspace:
     def close(self, tl: Timeline, tree: pygit2.Oid, index: int) -> pygit2.Oid:
         return tl.append("close", tree, self.record(tl, tl.head(), title=f"closed after step {index}"))
 
-    def init(self, tl: Timeline, task: dict) -> pygit2.Oid:
-        """The task's first commit: an empty tree, the task's metadata in its note."""
-        empty = self.repo.TreeBuilder().write()
-        return tl.append("init", empty, self.record(tl, None, task=task, title=task["name"],
-                                                    conclusion=task["goal"]))
+    def init(self, tl: Timeline, task: dict) -> snapshot_mod.Snapshot:
+        """The task's first commit (step 0, `s0000`): the workspace as it is, a baseline taken the
+        way a save takes it (the first snapshot: the private index, its stat cache, one pack), so
+        a new task starts with nothing unsaved and its first step records, costs and lists only
+        what changed since; the task's metadata in its note. The snapshot (its left-out files are
+        said here, once)."""
+        snap = self.snapshot(task)
+        tl.append("init", snap.tree, self.record(tl, None, task=task, title=task["name"],
+                                                 conclusion=task["goal"], files=snap.note()))
+        return snap
 
 
 def files_changed(repo: pygit2.Repository, old_tree: pygit2.Tree | None, new_tree: pygit2.Tree,

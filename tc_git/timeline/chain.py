@@ -282,8 +282,9 @@ class Timeline:
             match = lambda e: e.kind == "drift" and e.drift == want  # noqa: E731
             what = "drift"
         elif re.fullmatch(r"[sS]?\d+", ident):
-            n = int(ident.lstrip("sS"))
-            match = lambda e: e.kind == "step" and e.step == n  # noqa: E731
+            n = int(ident.lstrip("sS"))  # 0: the task's start, its baseline (the init commit)
+            start = n == 0 and len(ident.lstrip("sS")) < 7  # (7+ digits: a commit prefix, below)
+            match = lambda e: (e.kind == "step" and e.step == n) or (start and e.kind == "init")  # noqa: E731
             what = "step"
         elif re.fullmatch(r"[rR]\d+", ident):
             return self._find_restore(int(ident[1:]), ident)
@@ -295,6 +296,9 @@ class Timeline:
         for e in self.walk():
             if match(e):
                 e.record = self.record(e.oid)
+                if e.kind == "init" and "files" not in e.record:  # (an empty tree, not the workspace)
+                    raise NotFound(f"task {self.task_id} was started before tc-git recorded a baseline at "
+                                   "init: its step 0 holds no files", SEE_IDS)
                 return e
         if re.fullmatch(r"\d{7,40}", ident):
             # An abbreviated commit id can be all digits (git abbreviates to 7+); no task has a
