@@ -286,3 +286,50 @@ def test_stores_from_before_restore_ids_and_readable_notes(tmp_path):
     assert "Notes (checkpoints):\n    {\n" in log and '\n     "restore": "r0002",\n' in log
     fsck = subprocess.run(["git", "--git-dir", store, "fsck", "--full"], capture_output=True, text=True)
     assert fsck.returncode == 0 and "HEAD" not in fsck.stdout + fsck.stderr, fsck.stdout + fsck.stderr
+
+
+# What a read-only command must never load (issue 33, start-up): the MCP SDK and its stack, the file
+# watcher, the secrets rule engine, the conversation layer, and the other command areas of the CLI.
+HEAVY = ("mcp", "pydantic", "anyio", "watchdog", "kingfisher_sdk", "tc_git.mcp", "tc_git.hooks",
+         "tc_git.trajectory", "tc_git.handoff", "tc_git.cli.hooks", "tc_git.cli.run", "tc_git.cli.setup",
+         "tc_git.cli.blame", "tc_git.cli.handoff", "tc_git.cli.trajectory", "tc_git.cli.view", "tc_git.cli.skill")
+
+
+def test_read_only_commands_import_only_what_they_need(project):
+    """`log`, `show` and `resume` as the `tc-git` entry runs them, each in a fresh process: the
+    modules loaded at the end (not a time: which code the start-up pays for)."""
+    Engine(project).init("light")
+    (project / "src" / "pkg" / "mod.py").write_text("x = 2\n")
+    Engine(project).save("one", conclusion="c")
+    (project / "README.md").write_text("# changed\n")  # resume reads the workspace: one unsaved file
+    probe = ("import io, json, sys, contextlib; from tc_git.cli import main\n"
+             "out = io.StringIO()\n"
+             "with contextlib.redirect_stdout(out): code = main(sys.argv[1:])\n"
+             "print(json.dumps({'code': code, 'out': out.getvalue(), 'modules': sorted(sys.modules)}))")
+    for argv in (["log"], ["show"], ["resume"], ["log", "--json", "-n", "1"], ["show", "1"]):
+        r = subprocess.run([sys.executable, "-c", probe, *argv], cwd=project, capture_output=True, text=True,
+                           env=clean_env(), timeout=120)
+        assert r.returncode == 0, (argv, r.stderr)
+        got = json.loads(r.stdout)
+        assert got["code"] == 0 and "one" in got["out"], (argv, got["out"])
+        loaded = [m for m in got["modules"] if m in HEAVY or m.split(".")[0] in HEAVY
+                  or any(m.startswith(h + ".") for h in HEAVY)]
+        assert loaded == [], f"`tc-git {' '.join(argv)}` loaded {loaded}"
+        assert "tc_git.engine" in got["modules"]  # the one engine serves them (no second reader)
+        if argv == ["resume"]:
+            assert "README.md" in got["out"], got["out"]  # the workspace was read: the unsaved file
+
+
+def test_core_command_parser_is_the_full_parsers_part():
+    """A core command parses with `core`'s parsers alone: the same ones the full parser holds."""
+    from tc_git.cli import app
+
+    def sub(ap, name):
+        return next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+
+    full = app.build_parser()
+    for name in ("log", "show", "resume", "save", "restore"):
+        assert sub(app.build_parser(name), name).format_help() == sub(full, name).format_help()
+    assert app._command_word(["-C", "log", "--json", "show"]) == "show"
+    assert app._command_word(["--root=x", "log"]) == "log"
+    assert app._command_word(["--json"]) is None

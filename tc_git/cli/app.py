@@ -3,11 +3,14 @@ error handling and output (human by default, `--json` for scripts).
 
 Every command returns a dict. The core commands are in `core`; each other area (handoff,
 trajectory, view, hooks, skill, run, setup) is a module of this package with a `setup(sub)` whose
-parsers set `func` (and optionally `human`) defaults. All are imported here, statically.
+parsers set `func` (and optionally `human`) defaults. A core command (`log`, `show`, `resume`...)
+builds the parser of `core` alone; anything else (`--help`, another area's command, a typo)
+imports every area: a read-only command's start-up loads no other area (issue 33).
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shlex
@@ -18,11 +21,12 @@ from typing import Any
 from .. import __version__
 from ..base import jsonsafe, settings
 from ..base.errors import BadInput, Hint, TcError, UntrustedStore
-from . import blame, core, handoff, hooks, run, setup, skill, trajectory, view
+from . import core
 from .common import ID_HELP, prog, set_prog
 
 # Each area adds its sub-commands; their parsers set `func` (the core commands dispatch in core.run).
-AREAS = (core, blame, handoff, trajectory, view, hooks, skill, run, setup)
+# Imported when a parser needs them (build_parser): a core command needs `core` only.
+AREAS = ("core", "blame", "handoff", "trajectory", "view", "hooks", "skill", "run", "setup")
 
 
 class Progress:
@@ -143,15 +147,17 @@ class _Parser(argparse.ArgumentParser):
         return "\n".join(lines) + "\n"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; for `command`, one of the core commands, that area's only
+    (the same parsers: `tc-git log --help` prints the same text either way)."""
     ap = _Parser(prog=prog(), description="tc-git: checkpoints for long AI-agent work, kept as git history",
                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap._grouped = True
     ap.add_argument("--version", action="version", version=f"tc-git {__version__}")
     _globals(ap, top=True)
     sub = ap.add_subparsers(dest="cmd", metavar="command", parser_class=argparse.ArgumentParser)
-    for area in AREAS:
-        area.setup(sub)
+    for name in ("core",) if command in core.CORE else AREAS:
+        importlib.import_module(f"{__package__}.{name}").setup(sub)
     _add_globals_everywhere(ap)
     return ap
 
@@ -192,6 +198,17 @@ def _workspace(args) -> str:
     return str(found) if found is not None else start
 
 
+def _command_word(argv: list[str]) -> str | None:
+    """The command word of `argv`: its first word that is not an option or an option's value."""
+    words = iter(argv)
+    for w in words:
+        if w in ("-C", "--root"):
+            next(words, None)
+        elif w == "--" or not w.startswith("-"):
+            return None if w == "--" else w
+    return None
+
+
 def _prog(argv0: str) -> str:
     name = os.path.basename(argv0 or "")
     return "git tc" if name == "git-tc" else "tc-git"
@@ -215,13 +232,13 @@ def _command(argv: list[str]) -> int:
     args = None
     if cut > 0 and "diff" in argv[:cut] and "run" not in argv[:cut]:
         # `diff 1 -- src/app.py`: paths after `--`, as git diff takes them
-        args = build_parser().parse_args(argv[:cut])
+        args = build_parser(_command_word(argv[:cut])).parse_args(argv[:cut])
         if args.cmd == "diff":
             args.paths = (args.paths or []) + argv[cut + 1:]
         else:
             args = None
     if args is None:
-        args = build_parser().parse_args(argv)
+        args = build_parser(_command_word(argv)).parse_args(argv)
     if args.cmd is None:
         print(START_HERE.format(p=prog()))
         return 0

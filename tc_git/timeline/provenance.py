@@ -38,7 +38,6 @@ from pygit2.enums import FileMode
 from ..base.errors import BadInput, NotFound
 from ..base.refs import BLAME_NOTES_REF, SESSIONS_PREFIX
 from ..storage.trees import tree_deltas
-from ..trajectory.recorder import load_event, session_name
 from .chain import Entry, Notes, Timeline, entry_of, signature
 
 VERSION = 1
@@ -458,6 +457,8 @@ class Conversations:
         cid, agent, session = call.get("id"), call.get("agent"), call.get("session")
         if not (isinstance(cid, str) and isinstance(agent, str) and isinstance(session, str)):
             return None
+        from ..trajectory.recorder import load_event, session_name  # (here: `log` and `show` never load it)
+
         sname = session_name(agent, session)
         ev = self._call_events(sname).get(cid)
         if ev is None:
