@@ -56,7 +56,7 @@ INSTRUCTIONS = (
     "Checkpoints for long work. New session: tc_resume first. Long task: tc_init once, then "
     "tc_save after each completed step with conclusion and next. Other tasks: tc_tasks, tc_switch. "
     "Before tc_restore apply=true, preview it (apply=false); tc_undo reverses an applied restore. "
-    "Unsaved edits are recorded as drifts automatically."
+    "Unsaved edits are recorded as drifts automatically. root defaults to the client's root, else the cwd."
 )
 ERROR_META = "tc-git/code"  # error results: the error code under this `_meta` key
 HINT_META = "tc-git/hint"  # and the next calls that help: [{action: tool name, arguments}]
@@ -489,19 +489,20 @@ def _compact_optional(schema: dict) -> dict:
 
 
 # What each tool's outputSchema shows of its result's typed dict (tc_git/base/results.py, the one
-# declaration the CLI reads too): the keys an agent acts on, at any depth, a few with a word. Every
-# byte of tools/list is paid in every session (16 KB cap); results still carry every key (the
-# schemas allow more). A tool not here (free-form records, or a result read as text: tc_undo's is
+# declaration the CLI reads too): the top-level keys an agent acts on with their types (nested
+# objects as plain `object`), a few with a word. Every byte of tools/list is paid in every session
+# (16 KB cap) while no agent reads output schemas (Claude Code 2.1 sends the model each tool's name,
+# description and input schema only): they are for clients that validate. Results still carry
+# every key (the schemas allow more). A tool not here (free-form records, or a result read as text: tc_undo's is
 # tc_restore's) has none; its JSON is still the structuredContent.
 SHOWN: dict[str, tuple[Any, str]] = {
     "tc_init": (results.InitResult, "task_id store prev_suspended"),
     "tc_save": (results.SaveResult, "task_id index commit skipped_paths idempotent closed newly_left_out redacted"),
-    "tc_resume": (results.ResumeResult, "task_id status goal constraints head last title conclusion description "
-                                        "next open_questions drift_paths drift_total handoff"),
-    "tc_show": (results.ShowResult, "head steps drifts index id kind title next_cursor"),
-    "tc_restore": (results.RestoreResult, "applied recovered target plan to_delete to_write to_replace "
-                                          "unrestorable failed path reason"),
-    "tc_capture": (results.CaptureResult, "captured drift_id files count"),
+    "tc_resume": (results.ResumeResult, "task_id status goal constraints head last next open_questions drift_paths "
+                                        "drift_total handoff"),
+    "tc_show": (results.ShowResult, "head steps drifts next_cursor"),
+    "tc_restore": (results.RestoreResult, "applied recovered target plan failed"),
+    "tc_capture": (results.CaptureResult, "captured drift_id files"),
     "tc_switch": (results.SwitchResult, "task_id status"),
     "tc_export": (results.ExportResult, "task_id path handoff incremental"),
     "tc_import": (results.ImportResult, "task_id restore"),
@@ -536,7 +537,7 @@ def _readable(tp):
     return get_origin(tp)[tuple(map(_readable, args))]
 
 
-def _output_schema(tool: str, depth: int) -> dict:
+def _output_schema(tool: str, depth: int = 1) -> dict:
     """The outputSchema of a SHOWN tool as an agent reads it: its shown keys (and words), `$ref`s
     inlined, optional as `type: [X, "null"]`, no defaults, `required` or titles, objects below
     `depth` as plain `object`. The SDK validates each result against the typed dict itself."""
@@ -595,15 +596,13 @@ def _compact_tool(tool: Tool) -> None:
     _drop_trivial_defaults(tool.parameters)
     if tool.name in SHOWN:  # (the SDK validates each result against output_model)
         tool.fn_metadata.output_model = _readable(SHOWN[tool.name][0])
-        tool.fn_metadata.output_schema = _output_schema(tool.name, depth=2 if tool.name in SEED_TOOLS else 1)
+        tool.fn_metadata.output_schema = _output_schema(tool.name)
         tool.__dict__.pop("output_schema", None)  # Tool.output_schema is a cached_property
 
 
 # ------------------------------------------------------------------------------- tools
-SEED_TOOLS = ("tc_init", "tc_save", "tc_resume", "tc_show", "tc_restore", "tc_capture", "tc_switch",
-              "tc_export", "tc_import", "tc_compress")
 # Short shared parameter descriptions: they are paid once per tool in every session's context.
-Root = Annotated[str | None, Field(description="workspace (default cwd)")]
+Root = Annotated[str | None, Field(description="workspace dir")]  # its default: INSTRUCTIONS
 TaskId = Annotated[str | None, Field(description="id, prefix or name (default active)")]
 AT_HELP = "2, s0002, d0001, r0001, a commit prefix or a milestone"
 TASKS_SHOWN = 15  # tc_tasks lists at most this many (the active one always): a result stays small
@@ -664,11 +663,11 @@ def build_server(watch: bool | None = None) -> TcServer:
         root: Root = None,
         goal: Annotated[str, Field(description="what done looks like")] = "",
         constraints: Annotated[str, Field(description="rules the work must keep")] = "",
-        store: Annotated[str | None, Field(description="store dir (default <root>/.checkpoints)")] = None,
+        store: Annotated[str | None, Field(description="store dir (default .checkpoints)")] = None,
         exclude: Annotated[list[str] | None, Field(description="gitignore-style patterns to leave out")] = None,
     ) -> CallToolResult:
         """Start a task and make it active (the active one is suspended). Once per long task; then
-        tc_save after each step."""
+        tc_save per step."""
         return await run(ctx, "tc_init", root, lambda e: e.init(name, goal, constraints, store, exclude or []))
 
     @tool(annotations=_ann("Save a step", idempotent=True))
@@ -726,8 +725,8 @@ def build_server(watch: bool | None = None) -> TcServer:
         apply: Annotated[bool, Field(description="true: write files; false: preview")] = False,
         paths: Annotated[list[str] | None, Field(description="only these files/dirs")] = None,
     ) -> CallToolResult:
-        """Bring the workspace back to a point. Preview first; apply=true saves the current state as
-        restore point `recovered`, then writes files (tc_undo reverses it)."""
+        """Bring the workspace back to a point. Preview first; apply=true keeps the current state as
+        restore point `recovered`, then writes (tc_undo reverses it)."""
         return await run(ctx, "tc_restore", root, lambda e: e.restore(index, drift_id, apply, paths=paths, at=at),
                          log_call=apply)
 
@@ -748,10 +747,10 @@ def build_server(watch: bool | None = None) -> TcServer:
         to: Annotated[str, Field(description="existing dir (or .bundle path)")],
         root: Root = None,
         task_id: TaskId = None,
-        since: Annotated[str | None, Field(description="an earlier bundle: write only what it lacks")] = None,
+        since: Annotated[str | None, Field(description="earlier bundle: write only what it lacks")] = None,
     ) -> CallToolResult:
-        """Write the task with its history as a git bundle plus HANDOFF.md into `to` (unsaved work
-        captured first), for tc_import elsewhere."""
+        """Write the task and its history as a git bundle + HANDOFF.md into `to` (unsaved work
+        captured first), for tc_import."""
         return await run(ctx, "tc_export", root, lambda e: e.export(to, since=since, task_id=task_id))
 
     @tool(annotations=_ann("Import a handoff", destructive=True))
@@ -806,7 +805,7 @@ def build_server(watch: bool | None = None) -> TcServer:
     @tool(annotations=_ann("Record the conversation", idempotent=True))
     async def tc_record(
         ctx: Context, root: Root = None,
-        transcript: Annotated[str | None, Field(description="transcript file (Claude Code/Codex .jsonl)")] = None,
+        transcript: Annotated[str | None, Field(description="Claude Code/Codex .jsonl transcript")] = None,
         steps: Annotated[list[dict[str, Any]] | None, Field(description="or [{role, content}] or "
                                                                         "tool-call steps")] = None,
         milestone: Annotated[str | None, Field(description="name the tip (links the code of now)")] = None,
@@ -840,8 +839,8 @@ def build_server(watch: bool | None = None) -> TcServer:
     @tool(annotations=_ann("Checkout a conversation point", destructive=True))
     async def tc_checkout(ctx: Context, point: Point, root: Root = None,
                           restore_code: Annotated[bool, Field(description="also restore the linked code")] = False,
-                          apply: Annotated[bool, Field(description="with restore_code: write files "
-                                                                   "(undoable); else preview")] = False,
+                          apply: Annotated[bool, Field(description="with restore_code: write "
+                                                                   "(undoable), else preview")] = False,
                           paths: Annotated[list[str] | None, Field(description="with restore_code: only "
                                                                                "these files/dirs")] = None,
                           ) -> CallToolResult:
@@ -851,8 +850,8 @@ def build_server(watch: bool | None = None) -> TcServer:
 
     @tool(annotations=_ann("Export a conversation as Markdown", read_only=True, idempotent=True))
     async def tc_markdown(ctx: Context, point: Point, root: Root = None,
-                          out: Annotated[str | None, Field(description="write to this file instead of "
-                                                                       "returning the text")] = None) -> CallToolResult:
+                          out: Annotated[str | None, Field(description="write to this file, not "
+                                                                       "the reply")] = None) -> CallToolResult:
         """A conversation as readable Markdown."""
         return await run(ctx, "tc_markdown", root, lambda e: e.export_markdown(point, out))
 
