@@ -36,6 +36,8 @@ from .base.results import (
     PullResult,
     PushResult,
     RecordResult,
+    Recovered,
+    RecoverPreview,
     ReplayResult,
     RestoreResult,
     ResumeResult,
@@ -66,6 +68,16 @@ START_NEW = Hint("init", {"name": None}, "start a new task with")
 LIST_TASKS = Hint("tasks", {}, "list tasks with")
 REOPEN_TASK = Hint("switch", {"task_id": None}, "or reopen one with")
 STEPS_BASE_TIME = 1700000000.0  # recorded steps' times count from here: the same steps get the same ids
+RECOVER = Hint("recover", {"apply": True}, "bring back every mirrored step (the newest task active) with")
+
+
+def _task_info(tl: Timeline, active: str | None) -> TaskInfo:
+    """One task's row (tc_tasks, `log --all`, recover's list), read from any repository holding
+    its timeline refs: the store, or the user's repository with its mirror."""
+    h = tl.head()
+    return {"task_id": tl.task_id, "name": h.record.get("task", {}).get("name", ""),
+            "status": task_status(tl, h, active), "head": h.step, "active": tl.task_id == active,
+            "steps": int((h.record.get("counters") or {}).get("steps", h.step)), "updated": iso(h.time)}
 
 
 # ------------------------------------------------------------------ what an engine call adds
@@ -202,8 +214,8 @@ class Engine:
         n = len(self._mirrored_tasks())
         if n:
             return NotFound(f"no tc-git store for {self.root} (deleted? `git clean -ffdx` removes it), but its git "
-                            f"repository still holds {n} mirrored task{'s' if n != 1 else ''} in refs/checkpoints/: "
-                            "`tc-git recover` brings back every mirrored step and makes the newest task active")
+                            f"repository still holds {n} mirrored task{'s' if n != 1 else ''} in refs/checkpoints/",
+                            RECOVER)
         if what is None:
             return NotFound(f"no tc-git store for {self.root}", START_TASK)
         return NotFound(f"no tc-git store for {self.root}: {what}")
@@ -335,15 +347,7 @@ class Engine:
         if not self.store.exists:
             return []
         active = self.store.active_task()
-        out: list[TaskInfo] = []
-        for tid in Timeline.task_ids(self.repo):
-            tl = Timeline(self.repo, tid)
-            h = tl.head()
-            out.append({"task_id": tid, "name": h.record.get("task", {}).get("name", ""),
-                        "status": self._status(tl, h), "head": h.step, "active": tid == active,
-                        "steps": int((h.record.get("counters") or {}).get("steps", h.step)),
-                        "updated": iso(h.time)})
-        return out
+        return [_task_info(Timeline(self.repo, tid), active) for tid in Timeline.task_ids(self.repo)]
 
     # ------------------------------------------------------------------ save / capture
     @_watch_user_git
@@ -915,17 +919,24 @@ class Engine:
         return remotes.pull(self.store, remote, verify=not self._git_watched and self.settings.git_verify,
                             mirror_git=self.settings.git, max_file=self.policy.max_file)
 
-    def recover(self) -> dict:
+    def recover(self, apply: bool = True) -> RecoverPreview | Recovered:
         """Bring back what the repository around the workspace holds of its tasks (the mirror of
         every step save: each task's timeline up to its last mirrored step, drifts and restore
         points before it included, milestones, notes) after the store was lost: a pull from that
-        repository, then the newest open task is made active if none is."""
+        repository, then the newest open task is made active if none is. `apply=False` only
+        lists those tasks as mirrored (`mirrored`), writing nothing."""
         from .handoff.userrepo import user_gitdir
 
+        apply = validate.boolean(apply, "apply")
         gitdir = user_gitdir(self.store)
         if gitdir is None or not self._mirrored_tasks():
             raise NotFound(f"nothing to recover for {self.root}: no git repository around it holds refs/checkpoints/tasks/")
-        out: dict = dict(self.pull(str(gitdir)))
+        user = pygit2.Repository(str(gitdir), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        mirrored = sorted((_task_info(Timeline(user, tid), None) for tid in self._mirrored_tasks()),
+                          key=lambda t: t["updated"], reverse=True)
+        if not apply:
+            return {"applied": False, "source": str(gitdir), "store_exists": self.store.exists, "mirrored": mirrored}
+        pulled = self.pull(str(gitdir))
         with self.store.lock():
             active = self.store.active_task()
             if not active or not Timeline(self.repo, active).exists():
@@ -937,8 +948,8 @@ class Engine:
                 active = max(heads)[1] if heads else None
                 if active:
                     self.store.set_active_task(active)
-        out["active_task"] = active
-        return out
+        return {**pulled, "applied": True, "source": str(gitdir), "active_task": active,
+                "mirrored": [{**t, "active": t["task_id"] == active} for t in mirrored]}
 
     # ------------------------------------------------------------------ trajectory layer
     # Thin delegations to tc_git/trajectory/, plus the links between the two histories: a

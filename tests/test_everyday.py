@@ -69,11 +69,14 @@ def test_git_clean_keeps_the_store_and_ffdx_is_recovered(ws):
     _git(ws, "clean", "-ffdx")
     assert not store.exists()
     for call in (lambda: Engine(ws).log(), lambda: Engine(ws).resume(), lambda: Engine(ws).diff("1")):
-        with pytest.raises(NotFound, match="mirrored task.*recover"):
+        with pytest.raises(NotFound, match="mirrored task") as err:
             call()
+        assert [h.action for h in err.value.hints] == ["recover"]
     r = tc("log", cwd=ws)
     assert r.returncode != 0 and b"tc-git recover" in r.stderr, r.stderr
     assert "tc-git recover" in _session_start(ws)  # the agent is told at its session's start
+    pv = tc_json("recover", "--preview", cwd=ws)
+    assert pv["applied"] is False and [t["name"] for t in pv["mirrored"]] == ["parser"] and not store.exists()
     out = tc_json("recover", cwd=ws)
     assert out["active_task"] and out["ok"]
     assert _ids(ws) == before  # every mirrored step, drift and id as it was

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
 
 TOOLS = ["tc_init", "tc_save", "tc_resume", "tc_show", "tc_restore", "tc_capture", "tc_switch",
          "tc_export", "tc_import", "tc_compress",  # the seed's ten, first and unchanged
-         "tc_tasks", "tc_undo", "tc_push", "tc_pull", "tc_record", "tc_sessions", "tc_milestone", "tc_events",
+         "tc_tasks", "tc_undo", "tc_push", "tc_pull", "tc_recover", "tc_record", "tc_sessions", "tc_milestone", "tc_events",
          "tc_checkout", "tc_markdown", "tc_branch", "tc_trajectory_diff", "tc_replay", "tc_resume_session", "tc_blame"]
 
 

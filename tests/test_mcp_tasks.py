@@ -7,13 +7,15 @@ Real engine and SDK (in-memory client, legacy stream loop), real stores; the CLI
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
-from conftest import tc, tree_state, write
+from conftest import clean_env, tc, tree_state, write
 from mcp import Client
 
 from tc_git.base.errors import ACTIONS, Hint
 from tc_git.cli.app import hint_command
+from tc_git.engine import Engine
 from tc_git.mcp.server import build_server, hint_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fsck_after"),
@@ -110,6 +112,42 @@ async def test_restore_at_any_point_and_undo_verb(ws):
         assert "exactly one of at" in text
 
 
+async def test_recover_after_git_clean_ffdx(ws, monkeypatch):
+    """The store deleted with the mirror still in the user's repository (issue 29): every tool's
+    error names tc_recover; it previews (writes nothing), then brings back every mirrored step,
+    drift and id, and makes the task active."""
+    monkeypatch.delenv("TC_GIT")  # the mirror into the user's repository is what recover reads
+    write(ws, "app.py", "v0\n")
+    for args in (("init", "-q"), ("add", "-A"), ("-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "c")):
+        subprocess.run(["git", *args], cwd=ws, env=clean_env(), check=True, capture_output=True)
+    e = Engine(ws)
+    e.init("parser")
+    write(ws, "lib.py", "x = 1\n")
+    e.save("lib")
+    write(ws, "lib.py", "x = 2\n")
+    drift = e.capture()["drift_id"]
+    e.save("two")
+    before = [(p["id"], p["commit"]) for p in e.log()]
+    subprocess.run(["git", "clean", "-ffdx", "-q"], cwd=ws, env=clean_env(), check=True)
+    assert not (ws / ".checkpoints").exists()
+
+    async with Client(build_server(watch=False), mode="legacy") as c:
+        a = Agent(c, str(ws))
+        for tool in ("tc_show", "tc_resume", "tc_save"):
+            text, meta = await a.err(tool, **({"title": "t"} if tool == "tc_save" else {}))
+            assert "1 mirrored task" in text and "tc_recover(apply=true)" in text and "`tc-git" not in text, text
+            assert meta["tc-git/hint"] == [{"action": "tc_recover", "arguments": {"apply": True}}]
+        pv = await a.ok("tc_recover")
+        assert pv["applied"] is False and [(t["name"], t["steps"]) for t in pv["mirrored"]] == [("parser", 2)]
+        assert not (ws / ".checkpoints").exists()  # a preview writes nothing
+        done = await a.ok("tc_recover", apply=True)
+        assert done["applied"] and done["active_task"] == pv["mirrored"][0]["task_id"] and done["mirrored"][0]["active"]
+        assert [(p["id"], p["commit"]) for p in Engine(ws).log()] == before  # every id as it was
+        assert (await a.ok("tc_recover", apply=True))["applied"]  # again: nothing new, no error
+        assert (await a.ok("tc_restore", at=drift, apply=True))["applied"]
+        assert (ws / "lib.py").read_text() == "x = 2\n"
+
+
 def test_every_hint_action_is_said_by_both_front_ends():
     for action in ACTIONS:
         h = Hint(action, {"apply": True} if action in ("restore", "undo") else {})
@@ -120,6 +158,7 @@ def test_every_hint_action_is_said_by_both_front_ends():
     assert hint_command(Hint("restore", {"at": "d0003", "apply": True})) == "`tc-git restore d0003 --apply`"
     assert hint_command(Hint("init", {"name": None})) == "`tc-git init <name>`"
     assert hint_command(Hint("undo", {})) == "`tc-git undo --preview`"
+    assert hint_command(Hint("recover", {"apply": True})) == "`tc-git recover`"
 
 
 def test_cli_says_commands_with_hints_in_json(tmp_path):

@@ -15,7 +15,7 @@ from typing import Any
 
 # the actions a hint may name; both front ends render each (tests/test_mcp_tasks.py checks it)
 ACTIONS = ("init", "tasks", "switch", "show", "restore", "undo", "sessions", "resume", "compress", "export",
-           "import")
+           "import", "recover")
 
 
 @dataclass(frozen=True)

@@ -400,3 +400,21 @@ class PullResult(TypedDict):
     tasks: list[str]  # tasks new here
     lines: dict[str, str]  # task head -> the line the local work is kept as (the remote's head won)
     hint: str | None
+
+
+class RecoverPreview(TypedDict):
+    """recover(apply=False): the tasks the user's repository mirrors; nothing written."""
+
+    applied: bool  # False
+    source: str  # the user's git directory
+    store_exists: bool
+    mirrored: list[TaskInfo]
+
+
+class Recovered(PullResult):
+    """recover(apply=True): the pull from the user's repository, the task made active, the rows."""
+
+    applied: bool  # True
+    source: str
+    active_task: str | None
+    mirrored: list[TaskInfo]

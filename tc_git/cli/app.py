@@ -69,8 +69,8 @@ _PLACEHOLDER = {"task_id": "<task>", "at": "<id>", "to": "<dir>"}
 
 def hint_command(h: Hint) -> str:
     """`tc-git restore d0003 --apply` for Hint("restore", {"at": "d0003", "apply": True})."""
-    if h.action == "undo":
-        return f"`{prog()} undo{'' if h.args.get('apply') else ' --preview'}`"
+    if h.action in ("undo", "recover"):  # the CLI applies these unless told to preview
+        return f"`{prog()} {h.action}{'' if h.args.get('apply') else ' --preview'}`"
     cmd, positional = _COMMANDS[h.action]
     words = [prog(), cmd]
     for k in positional:

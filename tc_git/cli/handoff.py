@@ -58,6 +58,11 @@ def _h_pull(r: dict) -> str:
 
 
 def _h_recover(r: dict) -> str:
+    if not r["applied"]:
+        rows = [f"  {t['task_id']}  {t['steps']:>4} step{'s' if t['steps'] != 1 else ''}  {t['updated']}  {t['name']}"
+                for t in r["mirrored"]]
+        return "\n".join([f"{r['source']} holds {len(rows)} mirrored task(s); `{PROG()} recover` brings them back:",
+                          *rows])
     text = _h_pull(r).replace("pulled from", "recovered from", 1)
     if r.get("active_task"):
         text += f"\n  active task: {r['active_task']} ({PROG()} log shows its steps)"
@@ -99,4 +104,5 @@ def setup(sub) -> None:
 
     p = sub.add_parser("recover", help="bring the tasks back from the mirror in the workspace's git repository "
                                        "(after the store was deleted)")
-    p.set_defaults(func=lambda a: _engine(a).recover(), human=_h_recover)
+    p.add_argument("--preview", action="store_true", help="only list the mirrored tasks; write nothing")
+    p.set_defaults(func=lambda a: _engine(a).recover(apply=not a.preview), human=_h_recover)

@@ -801,6 +801,14 @@ def build_server(watch: bool | None = None) -> TcServer:
         """Fetch checkpoints and notes from a git remote (notes merged, files untouched)."""
         return await run(ctx, "tc_pull", root, lambda e: e.pull(remote))
 
+    @tool(annotations=_ann("Recover a deleted store", idempotent=True))
+    async def tc_recover(ctx: Context, root: Root = None,
+                         apply: Annotated[bool, Field(description="true: write the store; false: preview")] = False,
+                         ) -> CallToolResult:
+        """The store was deleted (git clean -ffdx): bring its tasks back from the git repo's mirror,
+        step ids kept. Preview first."""
+        return await run(ctx, "tc_recover", root, lambda e: e.recover(apply=apply), log_call=apply)
+
     # -- trajectory layer
     @tool(annotations=_ann("Record the conversation", idempotent=True))
     async def tc_record(
