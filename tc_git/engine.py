@@ -1396,8 +1396,8 @@ def _selection(paths):
 
 
 def _pack_loose(store) -> None:
-    """Loose objects packed once they pile up (compress.pack_loose; lazy: read-only commands
-    never import it)."""
-    from .timeline.compress import pack_loose
+    """The store's upkeep after a write: loose objects packed once they pile up, small packs
+    rolled up with deltas (storage/repack.py; lazy: read-only commands never import it)."""
+    from .storage import repack
 
-    pack_loose(store)
+    repack.auto(store.repo)

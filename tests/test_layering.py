@@ -429,7 +429,7 @@ ENV_MODULE = "base.settings"
 ENV_FRONT_ENDS = ("cli", "cli.*", "mcp", "mcp.*", "hooks", "__main__")
 ENV_ALLOWED: dict[str, str] = {
     "storage.packwriter": "TC_PACKWRITER: the pack writers are being merged (issue 31, storage packing)",
-    "storage.savepack": "TC_SAVEPACK*, TC_ORPHAN_INDEX_MAX_MB: as above",
+    "storage.savepack": "TC_SAVEPACK: as above",
     "storage.mempack": "TC_MEMPACK: as above",
     "workspace.inotify": "TC_INOTIFY: not yet moved to settings",
     "workspace.journal": "TC_JOURNAL_MAX, TC_REWATCH_AFTER: not yet moved to settings",

@@ -1,11 +1,11 @@
-"""Loose objects are packed as they pile up (compress.pack_loose; issue 33), stock git judging."""
+"""Loose objects are packed as they pile up (repack.pack_loose; issue 33), stock git judging."""
 from __future__ import annotations
 
 import pytest
 from conftest import git, write
 
 from tc_git.engine import Engine
-from tc_git.timeline import compress
+from tc_git.storage import repack
 
 pytestmark = pytest.mark.usefixtures("fsck_after")
 
@@ -32,18 +32,18 @@ def test_forced_pass_packs_every_loose_object_and_history_reads_the_same(e, ws):
     before = _loose(e.store.path)
     assert before > 20
     log_before = e.log(limit=200)
-    n = compress.pack_loose(e.store, force=True)
+    n = repack.pack_loose(e.store.repo)
     assert n == before and _loose(e.store.path) == 0
     git(e.store.path, "fsck", "--full", "--strict")
     assert e.log(limit=200) == log_before
     r = e.restore(2, apply=True)
     assert r["applied"] and (ws / "d1" / "f.txt").read_text() == "1\n" and not (ws / "d2").exists()
-    assert compress.pack_loose(e.store, force=True) > 0  # the restore's own commits and notes
-    assert compress.pack_loose(e.store, force=True) == 0  # nothing left
+    assert repack.pack_loose(e.store.repo) > 0  # the restore's own commits and notes
+    assert repack.pack_loose(e.store.repo) == 0  # nothing left
 
 
 def test_saves_pack_them_by_themselves_past_the_threshold(e, ws, monkeypatch):
-    monkeypatch.setattr(compress, "LOOSE_AUTO", 0)  # (the estimate is never below 0: every save packs)
+    monkeypatch.setattr(repack, "LOOSE_AUTO", 0)  # (the estimate is never below 0: every save packs)
     for i in range(15):
         write(ws, f"f{i % 5}.txt", f"{i}\n")
         e.save(f"s{i}")

@@ -1,4 +1,4 @@
-"""Orphan packs larger than savepack.SMALL_BYTES (8 MiB): a `.pack` without its `.idx` that a
+"""Orphan packs larger than repack.SMALL_BYTES (8 MiB): a `.pack` without its `.idx` that a
 killed writer (a first snapshot, a merge, a bundle import) or someone else left. Once stale it
 goes through libgit2's indexer, streamed from the file (git index-pack's way): its objects are
 visible again under its own name, or, thin, in the pack the indexer completed from the store
@@ -17,7 +17,7 @@ import pytest
 from conftest import clean_env, fsck
 from test_savepack import _store_with_small_packs
 
-from tc_git.storage import _native, savepack
+from tc_git.storage import _native, repack
 
 SIG = pygit2.Signature("t", "t@example.com", 0, 0)
 
@@ -48,8 +48,8 @@ def store(tmp_path, monkeypatch):
     s = tmp_path / "s"
     ids = _store_with_small_packs(s, 2)
     (s / "tc").mkdir()
-    monkeypatch.setattr(savepack, "STALE", -1)  # (every file here was just written)
-    savepack._LEFT_ALONE.clear()
+    monkeypatch.setattr(repack, "STALE", -1)  # (every file here was just written)
+    repack._LEFT_ALONE.clear()
     return s, ids
 
 
@@ -80,9 +80,9 @@ def test_large_orphan_with_deltas_gets_its_index(store, tmp_path):
     repo = pygit2.init_repository(str(src), bare=True)
     tip = _commit(repo, _big_files(1))
     orphan = _orphan_of(src, tip, s)
-    assert orphan.stat().st_size > savepack.SMALL_BYTES
+    assert orphan.stat().st_size > repack.SMALL_BYTES
     before = orphan.read_bytes()
-    savepack.consolidate(pygit2.Repository(str(s)), max_small=100)
+    repack.roll_up(pygit2.Repository(str(s)), packs_auto=100)
     assert orphan.read_bytes() == before and orphan.with_suffix(".idx").exists()
     assert b"chain length = 1" in _git(s, "verify-pack", "-v", str(orphan.with_suffix(".idx")))  # deltas in it
     fsck(s)
@@ -106,11 +106,11 @@ def test_large_thin_orphan_is_completed_from_the_store_and_goes(store, tmp_path)
                    env=clean_env())
     new = _commit(repo, {"r1": files["r1"], "r2": files["r2"], "base": files["v1"]}, [old])  # base edited: a delta
     orphan = _orphan_of(src, new, s, thin_from=old)
-    assert orphan.stat().st_size > savepack.SMALL_BYTES
+    assert orphan.stat().st_size > repack.SMALL_BYTES
     with pytest.raises(subprocess.CalledProcessError):  # thin: stock git cannot index it alone either
         _git(s, "index-pack", "-o", str(tmp_path / "x.idx"), str(orphan))
     packs_before = set(_pack_files(s))
-    savepack.consolidate(pygit2.Repository(str(s)), max_small=100)
+    repack.roll_up(pygit2.Repository(str(s)), packs_auto=100)
     assert not orphan.exists()
     added = set(_pack_files(s)) - packs_before
     assert len(added) == 2 and all(f.startswith("pack-") for f in added), added
@@ -133,29 +133,29 @@ def test_large_orphan_that_cannot_be_indexed_is_left_as_it_is(store, tmp_path, m
     elif kind == "foreign-bytes":
         orphan.write_bytes(b"PACK" + os.urandom(9 << 20))
     else:
-        monkeypatch.setattr(savepack, "ORPHAN_INDEX_MAX", savepack.SMALL_BYTES + 1)
+        monkeypatch.setattr(repack, "ORPHAN_INDEX_MAX", repack.SMALL_BYTES + 1)
     before, files = orphan.read_bytes(), _pack_files(s)
-    savepack.consolidate(pygit2.Repository(str(s)), max_small=100)
+    repack.roll_up(pygit2.Repository(str(s)), packs_auto=100)
     assert orphan.read_bytes() == before and _pack_files(s) == files
     fsck(s)
     batch = _git(s, "cat-file", "--batch-check", input="\n".join(ids).encode() + b"\n")
     assert b"missing" not in batch, batch
-    left = (s / "tc" / savepack.LEFT_ALONE_FILE)
+    left = (s / "tc" / repack.LEFT_ALONE_FILE)
     if kind == "over-the-limit" or not _native.has(_native.INDEXER):
         return
     # remembered in the store: a later process does not feed it to the indexer again
-    (s / "tc" / savepack.LEFT_ALONE_FILE).write_text(left.read_text() + "pack-gone.pack 1 2 3 4\n")
+    (s / "tc" / repack.LEFT_ALONE_FILE).write_text(left.read_text() + "pack-gone.pack 1 2 3 4\n")
     assert orphan.name in left.read_text()
-    savepack._LEFT_ALONE.clear()
+    repack._LEFT_ALONE.clear()
     calls = []
     monkeypatch.setattr(_native, "PackSink", lambda *a, **k: calls.append(a) or pytest.fail("indexed again"))
-    savepack.consolidate(pygit2.Repository(str(s)), max_small=100)
+    repack.roll_up(pygit2.Repository(str(s)), packs_auto=100)
     assert calls == [] and orphan.read_bytes() == before
     # another refusal rewrites the list without the orphan that is gone
     other = orphan.with_name("pack-" + "2" * 40 + ".pack")
     other.write_bytes(b"PACK" + os.urandom(9 << 20))
     monkeypatch.undo()
-    monkeypatch.setattr(savepack, "STALE", -1)
-    savepack.consolidate(pygit2.Repository(str(s)), max_small=100)
+    monkeypatch.setattr(repack, "STALE", -1)
+    repack.roll_up(pygit2.Repository(str(s)), packs_auto=100)
     names = {ln.split()[0] for ln in left.read_text().splitlines()}
     assert names == {orphan.name, other.name} and other.exists()

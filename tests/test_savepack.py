@@ -2,7 +2,7 @@
 
 - A 100-file save writes its blobs and trees as one pack: a handful of loose objects (the commit
   and its note) instead of ~180, and every tree is stock git's.
-- Past MAX_SMALL small packs they are merged into one; a process killed at any point of that
+- Past PACKS_AUTO small packs they are rolled up into one (repack.py); a process killed at any point of that
   (SIGKILL-like `os._exit` at every rename and unlink in turn) leaves a store `git fsck --full`
   accepts with every object still there.
 - The kept store handle is not reopened for a pack this process added (only for packs removed).
@@ -18,7 +18,7 @@ import pygit2
 import pytest
 from conftest import fsck, git_tree, saved_task, write
 
-from tc_git.storage import handles, savepack
+from tc_git.storage import handles, repack, savepack
 
 
 def _loose(store) -> int:
@@ -41,7 +41,7 @@ def task(tmp_path, monkeypatch):
 
 def test_a_many_file_save_is_one_pack_and_packs_stay_few(task, monkeypatch):
     ws, e = task
-    monkeypatch.setattr(savepack, "MAX_SMALL", 3)
+    monkeypatch.setattr(repack, "PACKS_AUTO", 3)
     store = str(e.store.path)
     trees = []
     for n in range(7):
@@ -52,11 +52,11 @@ def test_a_many_file_save_is_one_pack_and_packs_stay_few(task, monkeypatch):
         assert r["changed"] == 50, r
         # the commit, its note, the notes tree and commit: loose; the 50 blobs and ~21 trees: packed
         assert _loose(store) - loose <= 6, (_loose(store) - loose)
-        assert len(_packs(store)) <= max(packs + 1, 2 + savepack.MAX_SMALL), _packs(store)
+        assert len(_packs(store)) <= max(packs + 2, 2 * repack.PACKS_AUTO + 2), _packs(store)
         commit = e.repo[r["commit"]]
         assert str(commit.tree_id) == git_tree(ws, store)
         trees.append(str(commit.tree_id))
-    assert len(_packs(store)) <= 1 + savepack.MAX_SMALL + 1  # the first snapshot's, the merged one, the rest
+    assert len(_packs(store)) <= 2 * repack.PACKS_AUTO + 2  # the first snapshot's, the rolled-up ones, the rest
     fsck(store)
     # every tree saved is still readable after the merges, by a new handle as by stock git
     fresh = pygit2.Repository(store)
@@ -77,7 +77,7 @@ def test_few_objects_stay_loose(task):
 CRASH = textwrap.dedent("""
     import os, sys
     import pygit2
-    from tc_git.storage import savepack
+    from tc_git.storage import repack
     n = int(sys.argv[2])
     calls = [0]
     def dying(real):
@@ -88,7 +88,7 @@ CRASH = textwrap.dedent("""
             return real(*a, **k)
         return f
     os.replace, os.unlink = dying(os.replace), dying(os.unlink)
-    savepack.consolidate(pygit2.Repository(sys.argv[1]), max_small=2)
+    repack.roll_up(pygit2.Repository(sys.argv[1]), packs_auto=2)
     sys.exit(0)
 """)
 
@@ -133,12 +133,12 @@ def test_consolidation_killed_anywhere_leaves_a_valid_store(tmp_path):
     assert n >= 4  # two renames and at least two unlinks were each a crash point
 
 
-def test_consolidation_leaves_foreign_and_delta_packs_alone(tmp_path):
+def test_roll_up_over_a_git_delta_pack(tmp_path):
     store = tmp_path / "s"
     ids = _store_with_small_packs(store, 3)
     subprocess.run(["git", f"--git-dir={store}", "repack", "-q", "-d"], check=True)  # a git pack (with .bitmap/deltas?)
     mine = _packs(store)
-    assert savepack.consolidate(pygit2.Repository(str(store)), max_small=1) >= 1
+    assert repack.roll_up(pygit2.Repository(str(store)), packs_auto=1) >= 1
     fsck(store)
     batch = subprocess.run(["git", f"--git-dir={store}", "cat-file", "--batch-check"], input="\n".join(ids) + "\n",
                            capture_output=True, text=True, check=True).stdout
@@ -173,7 +173,7 @@ def test_own_pack_keeps_the_handle(task, monkeypatch):
             Engine(ws).save(f"twenty {n}")
             assert len(_packs(e.store.path)) == len(packs) + 1  # (a pack was added)
         assert not reopened  # a pack added by this process is no reason to reopen (and re-read the index)
-        savepack.consolidate(e.repo, max_small=1)  # packs removed: the next call reopens
+        repack.roll_up(e.repo, packs_auto=1)  # packs removed: the next call reopens
         Engine(ws).save("after a merge")
         assert reopened
     finally:

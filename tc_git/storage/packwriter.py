@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import stat as stat_mod
 import struct
 import tempfile
 import time
@@ -248,14 +250,19 @@ STALE = 600  # seconds: a live writer appends all the time, a killed one left it
 
 
 def _remove_stale(d: str) -> None:
-    """Drop what a killed first snapshot left (`tmp-tc-*`): untouched for STALE seconds."""
+    """Drop what a killed writer or merge left (`tmp-tc-*` files, `tmp-tc-roll-*` directories of
+    hard links: repack.py): untouched for STALE seconds."""
     now = time.time()
     for name in os.listdir(d):
         if name.startswith("tmp-tc-"):
             p = os.path.join(d, name)
             try:
-                if now - os.lstat(p).st_mtime > STALE:
-                    os.unlink(p)
+                st = os.lstat(p)
+                if now - st.st_mtime > STALE:
+                    if stat_mod.S_ISDIR(st.st_mode):
+                        shutil.rmtree(p, ignore_errors=True)
+                    else:
+                        os.unlink(p)
             except OSError:
                 pass
 

@@ -172,68 +172,6 @@ def _write_pack(repo: pygit2.Repository, pb: pygit2.PackBuilder, pack_dir: str) 
     return pb.written_objects_count, next((f.rsplit(".", 1)[0] for f in written if f.endswith(".pack")), None)
 
 
-# Loose objects, packed as they pile up (git gc --auto's first half: git estimates the loose count
-# from objects/17 and packs them past gc.auto=6700). A save writes ~4 of them loose (its commit,
-# the note, the notes tree, the notes commit), a drift or a restore as many; left alone they were
-# 8,806 files and 191 MB at 2,000 steps, against a 4.4 MB bundle of the same history (the notes
-# trees, one per commit and each as large as the task's history, delta to almost nothing in a pack).
-LOOSE_AUTO = 1024  # estimated loose objects that make a save or a drift pack them
-LOOSE_BATCH = 4096  # at most this many per pass: a backlog is packed over several calls
-
-
-def _hex_dirs(objects: str) -> list[str]:
-    try:
-        return [d for d in os.listdir(objects) if len(d) == 2 and all(c in "0123456789abcdef" for c in d)]
-    except FileNotFoundError:
-        return []
-
-
-def loose_estimate(objects: str) -> int:
-    """git's estimate of the loose objects: the ones in objects/17, times 256 (one listdir)."""
-    try:
-        return 256 * sum(1 for f in os.listdir(os.path.join(objects, "17")) if len(f) == 38)
-    except FileNotFoundError:
-        return 0
-
-
-def pack_loose(store, force: bool = False) -> int:
-    """Pack the store's loose objects into one new pack (deltas among them) and remove them, when
-    about LOOSE_AUTO or more have piled up (or `force`). Called under the store lock at the end of
-    a save or a drift. The loose files go only once the pack and its .idx are in place and it
-    holds every object given to it (libgit2's indexer checks each); a loose file that cannot be
-    read stops the pass with nothing removed. Returns the number of objects packed."""
-    objects = os.path.join(store.path, "objects")
-    if not force and loose_estimate(objects) < LOOSE_AUTO:
-        return 0
-    found: list[tuple[str, pygit2.Oid]] = []
-    for d in _hex_dirs(objects):
-        for f in os.listdir(os.path.join(objects, d)):
-            if len(f) == 38 and all(c in "0123456789abcdef" for c in f):
-                found.append((os.path.join(objects, d, f), pygit2.Oid(hex=d + f)))
-        if len(found) >= LOOSE_BATCH:
-            break
-    if not found:
-        return 0
-    repo = store.repo
-    pb = pygit2.PackBuilder(repo)
-    try:
-        for _path, oid in found:
-            pb.add(oid)
-        count, name = _write_pack(repo, pb, os.path.join(objects, "pack"))
-    except (pygit2.GitError, KeyError, ValueError, _native.GitCallError):
-        return 0
-    finally:
-        del pb
-    if not name or count != len(found):
-        return 0
-    for path, _oid in found:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-    return count
-
-
 def repack(store, progress=None) -> int:
     """Write all reachable objects into one pack, then delete old packs and loose objects."""
     repo = store.repo
