@@ -21,6 +21,7 @@ import tempfile  # noqa: E402
 from pathlib import Path
 
 import pytest
+from netcache import PIP_NET, cache_root, looks_offline
 
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="tc-git-tests-xdg-")
 # The secret engine's compiled rules (~5 s of CPU to build) are shared by every test, also those
@@ -388,12 +389,13 @@ def seed_tc():
     into the test environment: its `tc-mcp` script would replace ours)."""
     import importlib
 
-    target = Path(os.path.expanduser("~/.cache/tc-git-test/task-checkpoint-mcp-0.1.7"))
+    target = NPM_CACHE / "task-checkpoint-mcp-0.1.7"
     if not (target / "tc.py").exists():
-        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
-                            "task-checkpoint-mcp==0.1.7"], capture_output=True, text=True)
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *PIP_NET, "--target",
+                            str(target), "task-checkpoint-mcp==0.1.7"], capture_output=True, text=True, timeout=600)
         if r.returncode != 0:
-            pytest.skip(f"task-checkpoint-mcp 0.1.7 could not be installed: {r.stderr.strip()[-300:]}")
+            why = "the package index is unreachable" if looks_offline(r.stderr) else "it failed"
+            pytest.skip(f"task-checkpoint-mcp 0.1.7 could not be installed ({why}): {r.stderr.strip()[-300:]}")
     sys.path.insert(0, str(target))
     try:
         sys.modules.pop("tc", None)
@@ -426,8 +428,7 @@ def tc_env_clean(monkeypatch):
     monkeypatch.setenv("TC_GIT", "off")
 
 
-NPM_CACHE = Path(os.path.expanduser(os.environ.get("TC_TEST_CACHE", "~/.cache/tc-git-test")))
-NPM_OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "ENETUNREACH", "network")
+NPM_CACHE = cache_root("tc-git-test")  # (TC_TEST_CACHE: tests/netcache.py)
 
 
 def npm_cli(env_var: str, cache: str, package: str, binary: str, why: str) -> Path:
@@ -446,11 +447,14 @@ def npm_cli(env_var: str, cache: str, package: str, binary: str, why: str) -> Pa
     if not npm:
         pytest.skip(f"npm is not available: cannot install {package}, {why} (or set {env_var})")
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run([npm, "install", "-g", "--prefix", str(prefix), "--no-audit", "--no-fund", package],
-                       capture_output=True, text=True, timeout=600)
+    try:
+        r = subprocess.run([npm, "install", "-g", "--prefix", str(prefix), "--no-audit", "--no-fund", package],
+                           capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:  # (a network that drops packets: npm retries for minutes)
+        pytest.skip(f"npm install {package} got no answer in 600 s (network?): cannot install {package}, {why}")
     if r.returncode != 0 or not path.exists():
         out = r.stdout[-2000:] + r.stderr[-2000:]
-        if any(x in out for x in NPM_OFFLINE):
+        if looks_offline(out):
             pytest.skip(f"the npm registry is unreachable: cannot install {package}, {why}:\n{out[-600:]}")
         pytest.fail(f"npm install {package} failed (rc={r.returncode}):\n{out}")
     return path

@@ -11,7 +11,10 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-CACHE = Path(os.environ.get("TC_TEST_CACHE", Path.home() / ".cache" / "tc-git-tests")) / "sdists"
+from netcache import PIP_NET, cache_root, looks_offline
+
+CACHE = cache_root("tc-git-tests") / "sdists"
+OFFLINE: str | None = None  # why downloading stopped: the index was unreachable (ensure)
 
 PINNED = [
     "requests==2.32.3", "Django==5.1.4", "Flask==3.1.0", "SQLAlchemy==2.0.36", "boto3==1.35.90",
@@ -44,23 +47,34 @@ def _archive(spec: str) -> Path | None:
 def ensure(specs=PINNED, timeout: int = 300, budget: float = 900) -> list[tuple[str, Path]]:
     """(spec, unpacked dir) for every spec that is (or can be) downloaded; skips failures.
     Downloading stops after `budget` seconds (a first run on a new machine: ~20 s per sdist,
-    pip prepares each one's metadata); what is cached is used."""
+    pip prepares each one's metadata), or at the first download that fails because the index
+    is unreachable (`OFFLINE` says so: offline, the other 43 would each wait for pip's retries);
+    what is cached is used."""
     import time
 
+    global OFFLINE
+    OFFLINE = None
     CACHE.mkdir(parents=True, exist_ok=True)
     out = []
     deadline = time.monotonic() + budget
     for spec in specs:
         arc = _archive(spec)
         if arc is None:
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline or OFFLINE:
                 continue
             name = spec.split("==")[0]
             try:
-                subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", name,
-                                spec, "-d", str(CACHE)], check=True, timeout=timeout,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", *PIP_NET,
+                                    "--no-binary", name, spec, "-d", str(CACHE)], timeout=timeout,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            except subprocess.TimeoutExpired:
+                OFFLINE = f"pip download {spec} got no answer in {timeout} s"
+                continue
             except (subprocess.SubprocessError, OSError):
+                continue
+            if r.returncode != 0:
+                if looks_offline(r.stderr):
+                    OFFLINE = f"the package index is unreachable (pip download {spec}: {r.stderr.strip()[-200:]})"
                 continue
             arc = _archive(spec)
             if arc is None:

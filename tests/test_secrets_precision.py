@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import sdist_corpus
 from sdist_corpus import PINNED, ensure, files
 
 from tc_git.workspace import secrets as S
@@ -88,7 +89,8 @@ def scan_corpus(corpus):
 def test_precision_on_real_sdists():
     corpus = ensure(budget=float(os.environ.get("TC_SDIST_BUDGET", 900)))
     if len(corpus) < 20:
-        pytest.skip(f"only {len(corpus)} of {len(PINNED)} sdists could be downloaded (no index?)")
+        pytest.skip(f"only {len(corpus)} of {len(PINNED)} sdists are cached or could be downloaded"
+                    + (f": {sdist_corpus.OFFLINE}" if sdist_corpus.OFFLINE else " (no index?)"))
     t1 = time.perf_counter()
     n, nbytes, left = scan_corpus(corpus)
     secs = time.perf_counter() - t1
