@@ -53,7 +53,6 @@ def one(tmp: Path, built: bool) -> dict:
     for i in range(50):
         (ws / "src" / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
     cli = [PY, "-c", "import sys; from tc_git.cli import main; sys.exit(main(sys.argv[1:]))"]
-    os.environ.setdefault("TC_SECRETS_ENGINE", "kingfisher")
     run(cli + ["-C", str(ws), "init", "first edit"], home)
     out: dict = {}
     if built:

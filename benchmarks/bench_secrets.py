@@ -1,6 +1,6 @@
 """What the credential scan costs (issue 10): a first snapshot and a 100-file save at 10k files
 with the engine (Kingfisher + tc-git's own rules), with the built-in rules only
-(TC_SECRETS_ENGINE=builtin) and with no content scan at all; and the start-up the engine adds
+(TC_TEST_SETTINGS=secrets_engine=builtin) and with no content scan at all; and the start-up the engine adds
 to `tc save` and to the PostToolUse hook entry (which captures). Each case runs in a fresh
 process, so the engine's load (rules from Kingfisher's disk cache) is inside the numbers.
 
@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE))
 from common import make_workspace  # noqa: E402
 
 OUT = HERE / "results" / "secrets-cost.md"
-MODES = {"engine": {}, "builtin rules only": {"TC_SECRETS_ENGINE": "builtin"}, "no content scan": {"TC_NO_SCAN": "1"}}
+MODES = {"engine": {}, "builtin rules only": {"TC_TEST_SETTINGS": "secrets_engine=builtin"}, "no content scan": {"TC_NO_SCAN": "1"}}
 
 CHILD = r"""
 import json, os, sys, time
@@ -68,7 +68,7 @@ def startup(tmp, reps=5):
     bindir = Path(sys.executable).parent
     tc, hook = str(bindir / "tc"), str(bindir / "tc-hook")
     rows = {}
-    for mode, extra in (("engine", {}), ("builtin rules only", {"TC_SECRETS_ENGINE": "builtin"})):
+    for mode, extra in (("engine", {}), ("builtin rules only", {"TC_TEST_SETTINGS": "secrets_engine=builtin"})):
         env = dict(os.environ, **extra)
         subprocess.run([tc, "init", "bench"], cwd=ws, env=env, capture_output=True)
         saves, hooks, imports = [], [], []

@@ -272,7 +272,7 @@ def test_no_refreshing_scan_pass_while_the_index_is_unwritten(tmp_path, deferrin
     from tc_git.storage import _native
     from tc_git.workspace import scan
 
-    monkeypatch.setenv("TC_SCAN_MIN", "10")  # the parallel scan from 10 entries
+    monkeypatch.setattr(scan, "MIN_ENTRIES", 10)  # the parallel scan from 10 entries
     ws, eng, store = _first_saved(tmp_path)
     handles.flush_all()
     old = time.time() - 100

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import TC, clean_env, fsck, tc, tc_json, write
+from conftest import TC, clean_env, fsck, knobs, tc, tc_json, write
 
 from tc_git.base.errors import BadInput, NotFound
 from tc_git.engine import Engine
@@ -166,7 +166,7 @@ def _temps(ws) -> list[str]:
 
 
 def _killed(*args) -> None:
-    r = subprocess.run([sys.executable, "-c", _KILLER, *map(str, args)], env=clean_env(TC_RESTORE_THREADS="1"),
+    r = subprocess.run([sys.executable, "-c", _KILLER, *map(str, args)], env=clean_env(**knobs(restore_threads=1)),
                        capture_output=True, timeout=120)
     assert r.returncode == -9, r.stderr.decode(errors="replace")
 

@@ -48,7 +48,7 @@ def test_one_settle_frees_a_dropped_handle_and_its_scan_peer(tmp_path, monkeypat
     from tc_git.workspace import scan
 
     monkeypatch.setenv("TC_GIT", "off")
-    monkeypatch.setenv("TC_SCAN_MIN", "1")  # the parallel scan on a small workspace
+    monkeypatch.setattr(scan, "MIN_ENTRIES", 1)  # the parallel scan on a small workspace
     if not scan.parallel_ok(100):
         pytest.skip("no parallel scan here (one core or no native diff)")
     ws = tmp_path / "ws"
@@ -229,7 +229,7 @@ def test_idle_secrets_engine_is_released_and_comes_back(monkeypatch):
 
     from tc_git.workspace import secrets
 
-    monkeypatch.delenv("TC_SECRETS_ENGINE", raising=False)
+    monkeypatch.delenv("TC_TEST_SETTINGS", raising=False)  # the engine, not only the built-in rules
     from secret_samples import SAMPLES
 
     token = next(t for k, t, _n in SAMPLES if "github" in k).encode()  # generated, not a real credential

@@ -70,12 +70,12 @@ def small_workspace(ws: Path, files: int = 12, dirs: int = 3) -> Path:
 
 
 @pytest.fixture(params=["native", "watchdog"])
-def watched(tmp_path, request, monkeypatch):
+def watched(tmp_path, request, monkeypatch, tune):
     """Notifications read by tc_git/workspace/inotify.py (Linux), or by watchdog (the portable fallback)."""
     from tc_git.workspace import inotify
 
     if request.param == "watchdog":
-        monkeypatch.setenv("TC_INOTIFY", "off")
+        tune(inotify="off")
     elif not inotify.available():  # (TC_NATIVE=off: .ci/run's second pass)
         pytest.skip("no native inotify here")
     w = Watched(small_workspace(tmp_path / "ws", 20, 4))

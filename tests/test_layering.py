@@ -431,19 +431,7 @@ ENV_ALLOWED: dict[str, str] = {
     "storage.packwriter": "TC_PACKWRITER: the pack writers are being merged (issue 31, storage packing)",
     "storage.savepack": "TC_SAVEPACK: as above",
     "storage.mempack": "TC_MEMPACK: as above",
-    "workspace.inotify": "TC_INOTIFY: not yet moved to settings",
-    "workspace.journal": "TC_JOURNAL_MAX, TC_REWATCH_AFTER: not yet moved to settings",
-    "workspace.pathsafe": "TC_PATH_RULES: not yet moved to settings",
-    "workspace.scan": "TC_SCAN, TC_SCAN_MIN: not yet moved to settings",
-    "workspace.secrets": "TC_SECRETS_ENGINE, KF_RULE_CACHE_DIR: not yet moved to settings",
-    "workspace.snapshot": "TC_INDEXFILE, TC_MEMPACK_MAX_BYTES: not yet moved to settings",
-    "workspace.wsfs": "TC_WSFS, TC_RESTORE_EXCHANGE: not yet moved to settings",
-    "timeline.capture": "TC_AGENT, TC_SESSION: not yet moved to settings",
-    "timeline.diffstat": "COLUMNS: not yet moved to settings",
-    "timeline.restore": "TC_RESTORE_THREADS: not yet moved to settings",
-    "trajectory.model": "TC_IMAGE_MAX_BYTES: not yet moved to settings",
-    "trajectory.sessionfile": "CLAUDE_CONFIG_DIR, CODEX_HOME: not yet moved to settings",
-    "handoff.remotes": "the child git's environment: not yet moved to settings.child_env",
+    "workspace.snapshot": "TC_MEMPACK_MAX_BYTES: the mempack's budget, as above",
 }
 
 

@@ -27,7 +27,6 @@ from tc_git.workspace import wsfs
 def writers(request, monkeypatch):
     """Every race here also with the plan's writes split over two threads (restore.apply_plan:
     each directory's files on one of them, each thread with its own descriptors)."""
-    monkeypatch.delenv("TC_RESTORE_THREADS", raising=False)
     monkeypatch.setattr(restore, "PARALLEL_MIN", 1 if request.param == "two writers" else 1 << 30)
 
 

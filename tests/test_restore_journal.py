@@ -206,7 +206,7 @@ def _rounds(path: Path) -> int:
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["native", "watchdog"])
-def test_another_process_writing_during_a_restore_is_seen(tmp_path, monkeypatch, native):
+def test_another_process_writing_during_a_restore_is_seen(tmp_path, monkeypatch, tune, native):
     """The restore's own notifications are handed to its snapshot; another process's changes
     made meanwhile (to other files, to the restored files themselves, in new directories, and
     deletions) must not be lost with them: the save after the writer stops, served by the
@@ -218,7 +218,7 @@ def test_another_process_writing_during_a_restore_is_seen(tmp_path, monkeypatch,
     from tc_git.workspace import inotify
 
     if not native:
-        monkeypatch.setenv("TC_INOTIFY", "off")
+        tune(inotify="off")
     elif not inotify.available():  # (TC_NATIVE=off: .ci/run's second pass)
         pytest.skip("no native inotify here")
     ws = tmp_path / "ws"
@@ -254,7 +254,7 @@ def test_another_process_writing_during_a_restore_is_seen(tmp_path, monkeypatch,
         r, _point, _after = _restore(w, index=2)
         monkeypatch.undo()
         if not native:
-            monkeypatch.setenv("TC_INOTIFY", "off")
+            tune(inotify="off")
         assert r["plan"]["counts"]["to_replace"] == 20, r["plan"]
         assert _rounds(rounds) >= 2
         stop.write_text("")
@@ -270,14 +270,14 @@ def test_another_process_writing_during_a_restore_is_seen(tmp_path, monkeypatch,
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["native", "watchdog"])
-def test_files_swapped_unless_notifications_are_slow(tmp_path, monkeypatch, native):
+def test_files_swapped_unless_notifications_are_slow(tmp_path, monkeypatch, tune, native):
     """Under watchdog (each notification handled in Python on its threads) a restore renames
     files over (a swap is two more notifications per file); read natively, it swaps them as
     without a watcher. Either way the journal's trees equal stock git's."""
     from tc_git.workspace import inotify, wsfs
 
     if not native:
-        monkeypatch.setenv("TC_INOTIFY", "off")
+        tune(inotify="off")
     elif not inotify.available():
         pytest.skip("no native inotify here")
     ws, w = _two_steps(tmp_path)

@@ -57,9 +57,8 @@ def _history(ws):
 
 
 @pytest.mark.parametrize("layer", ["fd", "paths"])
-def test_two_writers_restore_what_one_restores(tmp_path, monkeypatch, layer):
+def test_two_writers_restore_what_one_restores(tmp_path, monkeypatch, tune, layer):
     monkeypatch.setenv("TC_WSFS", layer)
-    monkeypatch.delenv("TC_RESTORE_THREADS", raising=False)
     monkeypatch.setattr(restore, "PARALLEL_MIN", 32)
     threads = []
     real = restore._write_rows
@@ -71,7 +70,7 @@ def test_two_writers_restore_what_one_restores(tmp_path, monkeypatch, layer):
     monkeypatch.setattr(restore, "_write_rows", counted)
     results = {}
     for mode in ("1", "2"):
-        monkeypatch.setenv("TC_RESTORE_THREADS", mode) if mode == "1" else monkeypatch.delenv("TC_RESTORE_THREADS")
+        tune(restore_threads=2 if mode == "2" else 1)
         ws = tmp_path / f"ws{mode}"
         eng = _history(ws)
         unsaved = _state(ws)
@@ -93,7 +92,7 @@ def test_two_writers_restore_what_one_restores(tmp_path, monkeypatch, layer):
     assert results["1"] == results["2"]
 
 
-def test_failures_are_reported_in_plan_order(tmp_path, monkeypatch):
+def test_failures_are_reported_in_plan_order(tmp_path, monkeypatch, tune):
     """Paths a thread cannot write (kept: unrestorable; failed: an error) are reported as one
     thread reports them, in the plan's order, whichever thread met them."""
     from tc_git.workspace import wsfs
@@ -111,10 +110,7 @@ def test_failures_are_reported_in_plan_order(tmp_path, monkeypatch):
     monkeypatch.setattr(wsfs.Writer, "write", refusing)
     out = {}
     for mode in ("1", "2"):
-        if mode == "1":
-            monkeypatch.setenv("TC_RESTORE_THREADS", "1")
-        else:
-            monkeypatch.delenv("TC_RESTORE_THREADS")
+        tune(restore_threads=int(mode))
         ws = tmp_path / f"ws{mode}"
         eng = _history(ws)
         r = eng.restore(index=1, apply=True)

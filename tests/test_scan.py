@@ -33,7 +33,7 @@ pytestmark = pytest.mark.skipif(not _native.has(_native.DIFF_SCAN), reason="no n
 
 @pytest.fixture(autouse=True)
 def _every_size(monkeypatch):
-    monkeypatch.setenv("TC_SCAN_MIN", "0")  # the shared scan from the first entry on
+    monkeypatch.setattr(scan, "MIN_ENTRIES", 0)  # the shared scan from the first entry on
 
 
 def _engine(ws: Path):
@@ -152,10 +152,11 @@ def test_serial_when_asked_or_without_the_native_path(tmp_path, monkeypatch):
     real = _native.diff_paths
     monkeypatch.setattr(_native, "diff_paths", lambda *a, **k: calls.append(1) or real(*a, **k))
     write(ws, "src/m0/new.py", b"n = 1\n")
-    for env in ({"TC_SCAN": "serial"}, {"TC_NATIVE": "off"}, {"TC_SCAN_MIN": "100000"}):
+    for env, min_entries in (({"TC_NATIVE": "off"}, 0), ({}, 100000)):
         with monkeypatch.context() as m:
             for k, v in env.items():
                 m.setenv(k, v)
+            m.setattr(scan, "MIN_ENTRIES", min_entries)
             repo = eng.repo
             repo.index.read(True)
             assert scan.changed_paths(repo, repo.index, FLAGS) == ["src/m0/new.py"]
@@ -188,20 +189,21 @@ def test_a_share_that_fails_fails_the_scan_like_the_diff(tmp_path):
 def _first(ws: Path, monkeypatch, route: str):
     from tc_git.workspace import snapshot
 
-    monkeypatch.setenv("TC_INDEXFILE", route)
     calls = []
     real = _native.index_add
     monkeypatch.setattr(_native, "index_add", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
     from tc_git.engine import Engine
 
-    eng = Engine(ws)
-    init = eng.init("scan")  # the first snapshot: the task's baseline (issue 30), then a save with nothing new
-    first_calls = list(calls)  # (the save tries a refused name again: not the first snapshot's route)
-    r = {**eng.save("first"), "init": init}
+    with monkeypatch.context() as m:
+        if route == "off":  # the one-by-one route (the one a name git might refuse takes)
+            m.setattr(snapshot._Run, "_index_file_first", lambda self, trees: None)
+        eng = Engine(ws)
+        init = eng.init("scan")  # the first snapshot: the task's baseline (issue 30), then a save with nothing new
+        first_calls = list(calls)  # (the save tries a refused name again: not the first snapshot's route)
+        r = {**eng.save("first"), "init": init}
     idx = eng.repo.index
     idx.read(True)
     monkeypatch.setattr(_native, "index_add", real)
-    assert snapshot  # (the route is snapshot._finish_first's)
     return eng, r, first_calls, _native.index_stats(idx), {e.path: (str(e.id), int(e.mode)) for e in idx}
 
 

@@ -22,7 +22,6 @@ from test_trust_paths import add_step, blob, chain_tree, outside_state, raw_tree
 
 from tc_git.base.errors import BadInput
 from tc_git.engine import Engine
-from tc_git.workspace import pathsafe
 
 
 def g(*args, cwd=None) -> str:
@@ -222,7 +221,7 @@ def test_windows_reserved_names_import_fine_and_restore_reports_them(tmp_path, m
     path = ea.export(str(tmp_path / "win.bundle"))["path"]
     b_ws = tmp_path / "b"
     b_ws.mkdir()
-    monkeypatch.setenv(pathsafe.RULES_ENV, "windows")
+    monkeypatch.setenv("TC_PATH_RULES", "windows")
     r = Engine(b_ws).import_(path, apply=True)
     rs = r["restore"]
     assert rs["applied"] and rs["failed"] == [], rs

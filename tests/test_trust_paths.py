@@ -452,7 +452,7 @@ def test_windows_and_case_insensitive_names_are_reported_never_half_written(tmp_
         os.unlink(ws / n)
     e.save("none")
     write(ws, "Ok.TXT", "ignored, on disk\n")  # not captured: ok.txt would overwrite it on NTFS
-    monkeypatch.setenv(pathsafe.RULES_ENV, "windows")
+    monkeypatch.setenv("TC_PATH_RULES", "windows")
     refused = {"CON", "aux.txt", "trail.", "sp ", "colon:x", "A.txt", "a.txt", "dir/LPT1"}
     pv = e.restore(1)
     bad = {u["path"]: u["reason"] for u in pv["plan"]["unrestorable"]}
@@ -477,7 +477,7 @@ def test_macos_rules_fold_unicode_normalization(tmp_path, monkeypatch):
     for n in ("caf\u00e9.txt", "cafe\u0301.txt", "plain.txt"):
         os.unlink(ws / n)
     e.save("none")
-    monkeypatch.setenv(pathsafe.RULES_ENV, "macos")
+    monkeypatch.setenv("TC_PATH_RULES", "macos")
     r = e.restore(1, apply=True)
     assert sorted(os.listdir(ws)) == [".checkpoints", "plain.txt"], os.listdir(ws)
     assert len(r["plan"]["unrestorable"]) == 2 and r["applied"], r

@@ -177,7 +177,7 @@ async def test_server_records_drift_in_background(ws, anyio_backend):
 
 
 @pytest.mark.parametrize("backend", ["native", "watchdog"])
-def test_store_writes_are_not_watched(task, ws, monkeypatch, backend):
+def test_store_writes_are_not_watched(task, ws, monkeypatch, tune, backend):
     """A save's own objects (loose blobs and trees, new `objects/xx` directories) never reach the
     watcher: the store's directories but `tc/` (the journal's barrier) are not watched (natively,
     or with watchdog 7, whose watch group is patched); the barrier still arrives, so the save is
@@ -203,7 +203,7 @@ def test_store_writes_are_not_watched(task, ws, monkeypatch, backend):
 
         if not hasattr(wi, "InotifyWatchGroup"):
             pytest.skip("watchdog before 7: the store is watched and its events ignored")
-        monkeypatch.setenv("TC_INOTIFY", "off")
+        tune(inotify="off")
         real = watch_mod._Handler.dispatch
 
         def counting(self, event):

@@ -3,7 +3,7 @@
 wait for the new file's write-back). The swap must be as safe as the rename: the name always
 holds a whole file, the old inode is what is removed (a hard link elsewhere keeps its content),
 nothing is left behind, a directory that takes the file's place at the last moment is put back
-and the write refused, and where the call does not exist (or TC_RESTORE_EXCHANGE=off) the
+and the write refused, and where the call does not exist (or the `exchange` setting off) the
 rename does the same job."""
 from __future__ import annotations
 
@@ -80,14 +80,14 @@ def test_a_directory_in_the_files_place_at_the_last_moment_is_put_back(tmp_path)
     assert _leftovers(tmp_path) == []
 
 
-@pytest.mark.parametrize("how", ["env", "unsupported", "caller"])
-def test_without_the_swap_a_rename_does_it(tmp_path, monkeypatch, how):
+@pytest.mark.parametrize("how", ["setting", "unsupported", "caller"])
+def test_without_the_swap_a_rename_does_it(tmp_path, monkeypatch, tune, how):
     """(`caller`: restore.apply under the drift watcher, whose Python threads would handle two
     more notifications per swapped file)"""
     f = tmp_path / "f"
     f.write_bytes(b"old\n")
-    if how == "env":
-        monkeypatch.setenv("TC_RESTORE_EXCHANGE", "off")
+    if how == "setting":
+        tune(exchange="off")
     with wsfs.Writer(tmp_path, exchange=False if how == "caller" else None) as w:
         if how == "unsupported":
             w.ops.exchange = lambda *a: False

@@ -94,16 +94,12 @@ OTHERS = {
 # Knobs for tests and benchmarks: (default, type). Not environment variables.
 KNOBS = {
     "git_verify": (True, bool),  # the before/after fingerprint of the user's git state
-    "image_max_bytes": (5 << 20, int),  # a pasted image up to this size is kept as a blob
     "secrets_engine": ("kingfisher", str),  # "builtin": only tc-git's own rules
     "secrets_idle": (300.0, float),  # seconds the credential engine stays loaded unused (server)
     "inotify": (True, bool),  # False: watchdog reads change notifications on Linux too
     "exchange": (True, bool),  # False: a restore replaces files by rename, as without renameat2
     "restore_threads": (2, int),  # 1: a restore writes its files on one thread
-    "scan_min": (5000, int),  # entries from which the scan is split over the cores
     "index_delay": (0.05, float),  # seconds a deferred index write waits
-    "journal_max": (20000, int),  # changed paths a journal holds before it gives up
-    "rewatch_after": (60.0, float),  # seconds between attempts to watch every directory again
     "hook_settle": (0.3, float),  # seconds the hook lets a transcript settle
     "hook_regrow": (1.0, float),  # seconds between the hook's looks at a growing transcript
     "mcp_fast": (True, bool),  # the server's fast first answers (mcp/fast.py)
@@ -113,7 +109,6 @@ KNOBS = {
     "libgit2_cache_mb": (0, int),  # its object cache (0: libgit2's own)
     "malloc_mmap_kb": (128, int),  # glibc's mmap threshold, kept fixed in the server (0: glibc's rule)
     "malloc_trim": (True, bool),  # return freed heap to the system after large operations
-    "mempack_max_bytes": (64 << 20, int),  # a first snapshot up to this size is one pack from memory
 }
 
 
@@ -151,16 +146,12 @@ class Settings:
     kf_rule_cache: str
     malloc_threshold_set: bool
     git_verify: bool
-    image_max_bytes: int
     secrets_engine: str
     secrets_idle: float
     inotify: bool
     exchange: bool
     restore_threads: int
-    scan_min: int
     index_delay: float
-    journal_max: int
-    rewatch_after: float
     hook_settle: float
     hook_regrow: float
     mcp_fast: bool
@@ -170,7 +161,6 @@ class Settings:
     libgit2_cache_mb: int
     malloc_mmap_kb: int
     malloc_trim: bool
-    mempack_max_bytes: int
 
     def __init__(self, **values):
         for table in (USER, PORTABLE, OTHERS):

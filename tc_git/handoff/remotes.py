@@ -28,6 +28,7 @@ from ..base.refs import (
     task_ref,
 )
 from ..base.results import PullResult, PushResult
+from ..base.settings import child_env
 from ..storage import _native
 from ..storage.store import Store
 from ..timeline.chain import Timeline, head_ref
@@ -121,9 +122,7 @@ _RETRYABLE = ("fetch first", "non-fast-forward", "stale info", "cannot lock", "f
 
 
 def _git_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env["GIT_TERMINAL_PROMPT"] = "0"  # never wait for a password on a terminal nobody watches
-    return env
+    return child_env(GIT_TERMINAL_PROMPT="0")  # never wait for a password on a terminal nobody watches
 
 
 def _git_push(store: Store, url: str, refs: list[str]) -> tuple[bool, dict[str, str], str]:

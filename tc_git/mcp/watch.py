@@ -1,7 +1,7 @@
 """The drift layer: while the MCP server runs, unsaved work becomes drift commits on its own.
 
 For every workspace this process has served that has an active task, file-system notifications
-(on Linux read by tc_git/workspace/inotify.py, elsewhere or with TC_INOTIFY=off by watchdog) mark the
+(on Linux read by tc_git/workspace/inotify.py, elsewhere or with TC_NATIVE=off by watchdog) mark the
 workspace dirty and feed its change journal; once nothing has changed for
 `TC_WATCH_INTERVAL` seconds (default 15) the workspace is captured as a drift commit. If files
 keep changing, a capture with `partial: true` is taken after `TC_DRIFT_MAX_WAIT` seconds

@@ -7,7 +7,6 @@ carries the same record shape.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,8 +62,8 @@ class Workspace:
             "task": dict(prev.get("task") or {"id": tl.task_id}),
             "counters": dict(prev.get("counters") or {"steps": 0, "drifts": 0}),
             "step": head.step if head else 0,
-            "agent": self.agent or os.environ.get("TC_AGENT") or None,
-            "session": self.session or os.environ.get("TC_SESSION") or None,
+            "agent": self.agent or None,
+            "session": self.session or None,
             "base": self.base(),
         }
         rec.update(fields)

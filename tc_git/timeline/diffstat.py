@@ -6,8 +6,7 @@ commits. Widths follow git: $COLUMNS, else the terminal of stdout, else 80 colum
 """
 from __future__ import annotations
 
-import os
-import sys
+import shutil
 import unicodedata
 
 import pygit2
@@ -20,15 +19,7 @@ def _width(s: str) -> int:
 
 
 def _term_columns() -> int:
-    env = os.environ.get("COLUMNS", "")
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    if sys.stdout.isatty():
-        try:
-            return os.get_terminal_size(sys.stdout.fileno()).columns or 80
-        except OSError:
-            pass
-    return 80
+    return shutil.get_terminal_size((80, 24)).columns or 80  # $COLUMNS, else the terminal, else 80
 
 
 def _pprint_rename(a: str, b: str) -> str:

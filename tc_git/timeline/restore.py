@@ -27,6 +27,7 @@ from ..base.errors import BadInput, NotFound
 from ..base.fsutil import atomic_write, fsync_setting
 from ..base.refs import EMPTY_TREE
 from ..base.results import PlanView, RestoreCheck, RestoreResult
+from ..base.settings import current
 from ..storage.trees import tree_deltas, tree_has
 from ..workspace import pathsafe, wsfs
 from ..workspace import scan as scan_mod
@@ -436,10 +437,10 @@ PARALLEL_MAX = 4096
 def _shares(rows) -> tuple[list[int], list[int]] | None:
     """The plan's writes (their positions) in two shares of whole directories, about the same
     number of files each; None: one thread (few or very many files, one core,
-    TC_RESTORE_THREADS=1). A directory's files stay on one thread, in plan order (one
+    the `restore_threads` setting 1). A directory's files stay on one thread, in plan order (one
     Writer holds its descriptor)."""
     if not PARALLEL_MIN <= len(rows) <= PARALLEL_MAX or (os.cpu_count() or 1) < 2 \
-            or os.environ.get("TC_RESTORE_THREADS", "").strip() == "1":
+            or current().restore_threads == 1:
         return None
     by_dir: dict[str, list[int]] = {}
     for i, (rel, _o, _m) in enumerate(rows):

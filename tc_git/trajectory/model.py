@@ -11,7 +11,6 @@ import base64
 import binascii
 import datetime as _dt
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -23,7 +22,7 @@ __all__ = ["KINDS", "Event", "Transcript", "parse_time", "short_text", "image_bl
 KINDS = ("user", "assistant", "thinking", "tool_call", "tool_result", "system", "summary")
 # Pasted images are kept (their bytes become a blob) up to this size; larger ones are noted
 # with their size and media type only, so one screenshot cannot swell the store.
-IMAGE_MAX_BYTES = int(os.environ.get("TC_IMAGE_MAX_BYTES", 5 << 20))
+IMAGE_MAX_BYTES = 5 << 20  # a pasted image up to this size is kept as a blob
 # One transcript line is read whole up to this size and parsed only if nested at most this deep;
 # anything else becomes one "malformed" event (its line, the reason, a short preview) and the
 # rest of the session is recorded (issue 28: one 3,000-deep line lost the whole session, one

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import re
 import uuid as _uuid
 from pathlib import Path
 from typing import Any
+
+from ..base.settings import current
 
 __all__ = ["CLIENTS", "THINKING", "for_client", "claude_lines", "codex_lines", "claude_path", "codex_path", "write_session"]
 
@@ -307,7 +308,7 @@ def project_slug(cwd: str) -> str:
 
 
 def claude_path(cwd: str, session_id: str) -> Path:
-    root = Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
+    root = Path(current().claude_home or Path.home() / ".claude")
     return root / "projects" / project_slug(cwd) / f"{session_id}.jsonl"
 
 
@@ -411,7 +412,7 @@ def _codex_content(text: str, images: list[dict]) -> list[dict]:
 
 
 def codex_path(session_id: str, when: float) -> Path:
-    root = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+    root = Path(current().codex_home or Path.home() / ".codex")
     t = _dt.datetime.fromtimestamp(when, _dt.UTC)
     return root / "sessions" / t.strftime("%Y/%m/%d") / f"rollout-{t.strftime('%Y-%m-%dT%H-%M-%S')}-{session_id}.jsonl"
 

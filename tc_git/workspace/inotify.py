@@ -37,6 +37,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from ..base.settings import current
 from ..storage import _native
 
 log = logging.getLogger("tc_git.mcp.watch")
@@ -69,8 +70,9 @@ READ_SIZE = 1 << 16
 
 def available() -> bool:
     """Native inotify can be used here: Linux, libc's inotify calls (through _native, so not
-    under TC_NATIVE=off), not turned off with TC_INOTIFY=off. Otherwise watchdog reads them."""
-    if os.environ.get("TC_INOTIFY", "").strip().lower() in ("off", "0", "no", "false"):
+    under TC_NATIVE=off), not turned off (the `inotify` setting, for tests). Otherwise watchdog
+    reads them."""
+    if not current().inotify:
         return False
     return _native.has_inotify()
 

@@ -35,10 +35,10 @@ from collections.abc import Callable
 
 from ..storage import handles
 
-MAX_PATHS = int(os.environ.get("TC_JOURNAL_MAX", "20000"))
+MAX_PATHS = 20000
 # seconds between attempts to watch every directory again after the watch limit was hit (each walks
 # the workspace's directories; only a snapshot that is a full scan anyway makes one)
-REWATCH_AFTER = float(os.environ.get("TC_REWATCH_AFTER", "60"))
+REWATCH_AFTER = 60.0
 
 
 def index_marker(store_path) -> tuple | None:

@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import unicodedata
 
 from ..base.refs import POINTER_FILE, STORE_DIRNAME  # stdlib-only module: no pygit2 here
+from ..base.settings import current
 
-RULES_ENV = "TC_PATH_RULES"
 # Directory levels a tree from outside may nest. Deeper trees are refused whole: no real project
 # goes near it, a restore walks trees recursively, and a workspace that deep could never be
 # saved again (issue 28: a 5,000-deep chain in a bundle made every later save fail).
@@ -53,12 +52,7 @@ _WIN_BAD_CHARS = frozenset('<>:"|?*\\')
 
 def rules() -> str:
     """The file-system rules the workspace must obey: TC_PATH_RULES, else the platform's."""
-    r = os.environ.get(RULES_ENV, "").strip().lower()
-    if r in RULES:
-        return r
-    if sys.platform.startswith(("win", "cygwin", "msys")):
-        return "windows"
-    return "macos" if sys.platform == "darwin" else "posix"
+    return current().path_rules_now
 
 
 # ----------------------------------------------------------------------------- .git and friends

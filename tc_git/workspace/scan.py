@@ -21,8 +21,8 @@ libgit2's counters tell whether a share computed an id it did not report (a file
 found unchanged): that share is diffed again with UPDATE_INDEX after the threads are done, so
 such a file costs one hash once, as before.
 
-Serial (the plain diff) when: `TC_SCAN=serial`, one core, fewer than TC_SCAN_MIN entries
-(5000), no native path (TC_NATIVE=off), or no split worth having.
+Serial (the plain diff) when: one core, fewer than MIN_ENTRIES entries (5000), no native path
+(TC_NATIVE=off), or no split worth having.
 """
 from __future__ import annotations
 
@@ -39,16 +39,8 @@ MIN_ENTRIES = 5000
 _ZERO = pygit2.Oid(raw=bytes(20))
 
 
-def _min_entries() -> int:
-    try:
-        return int(os.environ.get("TC_SCAN_MIN", MIN_ENTRIES))
-    except ValueError:
-        return MIN_ENTRIES
-
-
 def parallel_ok(n_entries: int) -> bool:
-    return (os.environ.get("TC_SCAN", "").lower() != "serial" and (os.cpu_count() or 1) >= 2
-            and n_entries >= _min_entries() and _native.has(_native.DIFF_SCAN))
+    return (os.cpu_count() or 1) >= 2 and n_entries >= MIN_ENTRIES and _native.has(_native.DIFF_SCAN)
 
 
 def changed_paths(repo: pygit2.Repository, idx: pygit2.Index, flags: DiffOption, unwritten: bool = False) -> list[str]:

@@ -11,7 +11,7 @@ own that such engines leave out: a whole PEM private-key block (also unterminate
 tool output) and `password/secret/token = <literal>` assignments, which need entropy, a
 literal value and a key that *is* such a word (`__author_email__` is not `auth`). The engine is
 loaded lazily, once per process, the first time content is scanned; if it cannot be imported
-(`TC_SECRETS_ENGINE=builtin` or no wheel for the platform) the built-in rules below run alone
+(the `secrets_engine` setting `builtin`, for benchmarks, or no wheel for the platform) the built-in rules below run alone
 and `engine_name()` says so.
 
 Allowing a finding: an inline `tc:allow-secret` on its line, or a fingerprint line
@@ -28,6 +28,8 @@ import re
 import time
 from collections import Counter
 from typing import Any, NamedTuple
+
+from ..base.settings import current
 
 # Directory names whose whole content is private (casefolded exact names; the seed also
 # matched *token* / *secret* globs here, which blacklisted source trees like tokenizer/).
@@ -333,8 +335,8 @@ def _load_engine():
     if _idle_after is not None:
         _used = time.monotonic()
     if _engine is None:
-        if os.environ.get("TC_SECRETS_ENGINE", "kingfisher") == "builtin":
-            _engine, _engine_error = False, "TC_SECRETS_ENGINE=builtin"
+        if current().secrets_engine == "builtin":
+            _engine, _engine_error = False, "secrets_engine=builtin"
         else:
             try:
                 import kingfisher_sdk as kf
@@ -351,14 +353,15 @@ def _load_engine():
 
 def rule_cache_dir() -> str:
     """Where the engine keeps its compiled rules: KF_RULE_CACHE_DIR, else the XDG cache directory."""
-    return os.environ.get("KF_RULE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kingfisher", "rule-cache")
+    s = current()
+    return s.kf_rule_cache or os.path.join(s.cache_home or os.path.join(os.path.expanduser("~"), ".cache"),
+                                           "kingfisher", "rule-cache")
 
 
 def rule_cache_missing() -> bool:
     """True when the engine's compiled rules are not in its disk cache yet (a fresh HOME): the
-    first scan would compile them (~5 s of CPU). False with TC_SECRETS_ENGINE=builtin."""
-    if os.environ.get("TC_SECRETS_ENGINE", "kingfisher") == "builtin":
+    first scan would compile them (~5 s of CPU). False with the `secrets_engine` setting builtin."""
+    if current().secrets_engine == "builtin":
         return False
     try:
         return not any(n.endswith(".vscdb") for n in os.listdir(rule_cache_dir()))

@@ -649,16 +649,13 @@ class _Run:
         Its trees go into that pack too (`_index_file_first`), written before the pack is put
         in place; a name git might refuse leaves the trees to libgit2 (`write_tree`, after the
         pack is in place: libgit2 checks that every entry names an object)."""
-        tree = None
-        if indexfile_available():
-            tree = self._index_file_first(trees=True)
+        tree = self._index_file_first(trees=True)
         writer = self.writer
         assert writer is not None
         if tree is None:
             if not writer.finished:
                 writer.finish()  # blobs in the object database before libgit2 is given their ids
-            if indexfile_available():
-                tree = self._index_file_first(trees=False)
+            tree = self._index_file_first(trees=False)
         if tree is None:
             recs = memoryview(self.pending_recs)
             for i, rel in enumerate(self.pending):
@@ -743,10 +740,6 @@ def _plain(path: bytes) -> bool:
     superset of what libgit2 refuses; a `\\` is left to libgit2 too)."""
     parts = path.split(b"/")
     return all(not pathsafe.check_tree_name(p, at_root=not k) and b"\\" not in p for k, p in enumerate(parts))
-
-
-def indexfile_available() -> bool:
-    return os.environ.get("TC_INDEXFILE", "on").lower() not in ("0", "off", "false", "no")
 
 
 def _take(repo: pygit2.Repository, policy: Policy, progress, pack, paths=None, writer=None,

@@ -34,12 +34,12 @@ import stat as stat_mod
 
 from ..base.fsutil import fsync_setting
 from ..base.refs import STORE_DIRNAME, TEMP_RE
+from ..base.settings import current
 from . import pathsafe
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _MAX_CACHED = 512
 FSYNC_MIN_BYTES = 1 << 20
-EXCHANGE_ENV = "TC_RESTORE_EXCHANGE"
 _RENAME_EXCHANGE = 2  # linux/fs.h
 _RENAME_NOREPLACE = 1
 
@@ -131,8 +131,9 @@ class _FdOps:
 
 
 def exchange_setting() -> bool:
-    """TC_RESTORE_EXCHANGE (on by default): replace a file by swapping names, see Writer.write."""
-    return os.environ.get(EXCHANGE_ENV, "on").strip().lower() not in ("0", "off", "false", "no")
+    """The `exchange` setting (on; off only in tests): replace a file by swapping names, see
+    Writer.write."""
+    return current().exchange
 
 
 _REPARSE_POINT = 0x400  # FILE_ATTRIBUTE_REPARSE_POINT: a symlink or a junction on Windows
@@ -213,7 +214,7 @@ class _PathOps(_FdOps):
 def _ops() -> _FdOps:
     """Descriptor-relative calls where the OS has them, full paths elsewhere (`TC_WSFS`:
     `fd` or `paths` forces one)."""
-    forced = os.environ.get("TC_WSFS", "").strip().lower()
+    forced = current().wsfs
     if forced == "paths":
         return _PathOps()
     if forced == "fd" or (os.open in os.supports_dir_fd and os.unlink in os.supports_dir_fd
