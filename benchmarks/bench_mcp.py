@@ -184,13 +184,13 @@ def cold_start_report(srv: dict[str, list[str]], starts: int) -> list[str]:
     """Markdown: cold start to initialize and to tools/list (median), and tools/list bytes per tool
     (compact JSON) for every server side by side; the seed's ten tools first."""
     scratch = tempfile.mkdtemp(prefix="bench-mcp-cold-")
-    # tc-mcp twice: as installed (fast start from its cache) and with TC_MCP_FAST=off (the SDK first)
+    # tc-mcp twice: as installed (fast start from its cache) and with mcp_fast=off (the SDK first)
     # and tc-mcp as the current SDK's default client opens a session (discover; no initialize)
     variants = {name: (cmd, {}, False) for name, cmd in srv.items()}
     ours = next(iter(srv))
-    variants = {ours: variants.pop(ours), f"{ours} TC_MCP_FAST=off": (srv[ours], {"TC_TEST_SETTINGS": "mcp_fast=off"}, False),
+    variants = {ours: variants.pop(ours), f"{ours} mcp_fast=off": (srv[ours], {"TC_TEST_SETTINGS": "mcp_fast=off"}, False),
                 f"{ours}, 2026 client (discover)": (srv[ours], {}, True),
-                f"{ours} TC_MCP_FAST=off, 2026 client (discover)": (srv[ours], {"TC_TEST_SETTINGS": "mcp_fast=off"}, True),
+                f"{ours} mcp_fast=off, 2026 client (discover)": (srv[ours], {"TC_TEST_SETTINGS": "mcp_fast=off"}, True),
                 **variants}
     runs: dict[str, list[dict]] = {name: [] for name in variants}
     try:
@@ -218,6 +218,7 @@ def cold_start_report(srv: dict[str, list[str]], starts: int) -> list[str]:
         print(f"cold {name}: init {statistics.median(r['initialize'] for r in rs):.3f}s, tools/list "
               f"{statistics.median(r['tools_list'] for r in rs):.3f}s, {compact_bytes({'tools': tools})} B",
               file=sys.stderr)
+    lines += sdk_cold_report(srv[ours], starts)
     names = list(runs)
     order = list(dict.fromkeys(k for n in names for k in per_tool[n]))
     lines += ["", "tools/list bytes per tool (compact JSON: name, description, schemas, annotations):", "",
@@ -226,6 +227,57 @@ def cold_start_report(srv: dict[str, list[str]], starts: int) -> list[str]:
         lines.append(f"| {tool} | " + " | ".join(str(per_tool[n].get(tool, "—")) for n in names) + " |")
     lines.append("")
     return lines
+
+
+def sdk_cold_start(cmd: list[str], mode: str | None, extra_env: dict | None = None) -> float:
+    """Seconds from spawn to the first answered tools/list through the SDK's own stdio client, in
+    `mode` ("legacy": initialize; None: the client's default, server/discover with the version in
+    every request's `_meta`). The client library is imported before the clock starts."""
+    from mcp import Client, StdioServerParameters
+
+    async def once() -> float:
+        params = StdioServerParameters(command=cmd[0], args=cmd[1:], env={**env(), **(extra_env or {})})
+        t0 = time.perf_counter()
+        async with (Client(params, mode=mode) if mode else Client(params)) as c:
+            await c.list_tools()
+            return time.perf_counter() - t0
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:  # its own event loop (the report runs inside main_async's)
+        return pool.submit(anyio.run, once).result()
+
+
+def sdk_cold_report(cmd: list[str], starts: int) -> list[str]:
+    """Markdown: spawn -> tools/list through the SDK client, both handshakes, cached and not."""
+    fresh = {"XDG_CACHE_HOME": ""}  # a new empty cache directory for each start: the first start of an install
+    variants = {"default mode (server/discover)": (None, {}), "legacy (initialize)": ("legacy", {}),
+                "default mode, nothing cached (first start)": (None, fresh),
+                "legacy, nothing cached (first start)": ("legacy", fresh)}
+    runs: dict[str, list[float]] = {k: [] for k in variants}
+    scratch = tempfile.mkdtemp(prefix="bench-mcp-sdk-cold-")
+
+    def start(mode, extra) -> float:
+        if extra is fresh:
+            extra = {"XDG_CACHE_HOME": tempfile.mkdtemp(dir=scratch)}
+        return sdk_cold_start(cmd, mode, extra)
+
+    try:
+        for mode, extra in variants.values():
+            start(mode, extra)  # untimed: the fast-start cache, page cache
+        for _ in range(starts):
+            for name, (mode, extra) in variants.items():
+                runs[name].append(start(mode, extra))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    lines = ["", f"### tc-mcp through the SDK's stdio client (`mcp` {_mcp_version()}), median of {starts}", "",
+             f"Spawn -> first tools/list answered, the client's own handshake; load average at the end {load}.", "",
+             "| client handshake | min | median | max |", "|---|---|---|---|"]
+    for name, ts in runs.items():
+        lines.append(f"| {name} | {fmt_s(min(ts))} | {fmt_s(statistics.median(ts))} | {fmt_s(max(ts))} |")
+        print(f"sdk cold {name}: median {statistics.median(ts):.3f}s", file=sys.stderr)
+    return lines + [""]
 
 
 def env() -> dict:
@@ -395,7 +447,7 @@ def ratio(seed: float | None, ours: float | None) -> str:
 
 
 async def main_async(args) -> str:
-    srv = servers()
+    srv = {"tc-mcp": [sys.executable, "-m", "tc_git"]} if args.no_seed else servers()
     lines = ["# MCP server: tc-mcp vs task-checkpoint-mcp 0.1.7", ""]
     lines.append(f"One run, {time.strftime('%Y-%m-%d %H:%M')} — Python {platform.python_version()}, "
                  f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs. Same SDK client "
@@ -598,6 +650,7 @@ def main() -> None:
     ap.add_argument("--starts", type=int, default=5, help="cold starts per server")
     ap.add_argument("--out", default=str(HERE / "results" / "mcp.md"))
     ap.add_argument("--cold-only", action="store_true", help="only cold start and tools/list sizes")
+    ap.add_argument("--no-seed", action="store_true", help="tc-mcp only (no task-checkpoint-mcp to install)")
     ap.add_argument("--no-journal", action="store_true", help="skip tc-mcp with the drift watcher's journal")
     args = ap.parse_args()
     args.sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
