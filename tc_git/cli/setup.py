@@ -183,6 +183,40 @@ def _strip_toml_server(path: Path) -> bytes | None:
     return out.encode("utf-8")
 
 
+# ----------------------------------------------------------------------------- MCP start cache
+def _prime_mcp_start(command: list[str]) -> dict:
+    """The MCP server's fast-start cache (mcp/wire.py), written now by one start of the server
+    itself (its interpreter and SDK; stdin closed: it writes the cache and exits). Without it the
+    agent's first session waits for the SDK import (1-3 s, more on a busy machine) before the
+    tools are listed, and Claude Code waits at most 5 s for an alwaysLoad server. `--undo`
+    removes it with the directories made for it."""
+    import subprocess
+
+    from ..mcp import wire
+
+    path = wire.cache_path()
+    if wire.load_cache() is not None:
+        return {"what": "MCP start", "path": str(path), "changed": False}
+    userfiles.remember(path)
+    try:
+        subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=300, check=False)
+    except (OSError, subprocess.SubprocessError):
+        pass  # only the first session's speed depends on it
+    if not path.is_file():
+        userfiles.forget(path)
+    return {"what": "MCP start", "path": str(path), "changed": path.is_file()}
+
+
+def _unprime_mcp_start() -> dict | None:
+    from ..mcp import wire
+
+    path = wire.cache_path()
+    if userfiles.pristine(path) is None:
+        return None  # not setup's
+    return {"what": "MCP start", "path": str(path), "result": userfiles.put_back(path, None)}
+
+
 # ----------------------------------------------------------------------------- setup / undo
 def connect(client: str = "claude", scope: str = "user", root: str = ".", hooks: bool = True,
             skill: bool = True) -> dict:
@@ -221,6 +255,8 @@ def connect(client: str = "claude", scope: str = "user", root: str = ".", hooks:
     from ..workspace import secrets
 
     done.append({"what": "secret rules", "path": secrets.rule_cache_dir(), "changed": secrets.build_rule_cache()})
+    if scope == "user":  # (a project's setup leaves the user's home alone)
+        done.append(_prime_mcp_start(command))
     rec_path = _record_path(client, scope, rootp)
     old = json.loads(rec_path.read_text()) if rec_path.exists() else {"files": []}
     record = {"client": client, "scope": scope, "root": str(rootp), "time": time.time(),
@@ -257,6 +293,9 @@ def disconnect(client: str = "claude", scope: str = "user", root: str = ".") -> 
         r = hooks_cli.uninstall(client, scope, str(rootp), feature_flag=False)
         done.append({"what": "hooks", "path": r["settings"], "result": r.get("file", "untouched"),
                      "removed": r["removed"]})
+    cache = _unprime_mcp_start()
+    if cache:
+        done.append(cache)
     rec_path = _record_path(client, scope, rootp)
     try:
         rec_path.unlink()
