@@ -691,21 +691,20 @@ def redact_obj_count(value: Any) -> tuple[Any, int]:
     strings: list[str] = []
     known = _clean()
 
-    def collect(v, key=None):
+    todo: list[tuple[Any, Any]] = [(value, None)]  # (a value, its key): every string, keys included
+    while todo:
+        v, key = todo.pop()
         if isinstance(v, str):
             # `KEY=value`, judged as a config line: a value found clean already is so again
             # unless its key names a credential
             keyed = isinstance(key, str) and (v not in known or _key_is_credential(key.encode("utf-8", "replace")))
             strings.append(f"{key}={v}" if keyed else v)
         elif isinstance(v, (list, tuple)):
-            for x in v:
-                collect(x)
+            todo.extend([(x, None) for x in v])
         elif isinstance(v, dict):
             for k, x in v.items():
-                collect(k)
-                collect(x, k)
-
-    collect(value)
+                todo.append((k, None))
+                todo.append((x, k))
     # one scan of everything first (of what was not found clean lately): most records hold no credential
     if _all_clean(strings):
         return value, 0
