@@ -244,7 +244,6 @@ def _command(argv: list[str]) -> int:
         return 0
     progress = Progress(enabled=not args.json)
     args.progress = progress
-    args.settings = settings.current()
     try:
         args.root = _workspace(args) if args.cmd not in NO_WORKSPACE else (args.root or os.getcwd())
         result = args.func(args)

@@ -25,7 +25,7 @@ def set_prog(name: str) -> None:
 def engine_for(args) -> Engine:
     from ..engine import Engine
 
-    return Engine(args.root, progress=args.progress, settings=getattr(args, "settings", None))
+    return Engine(args.root, progress=args.progress)  # the settings main() installed
 
 
 def task_arg(args, attr: str = "task_id"):
