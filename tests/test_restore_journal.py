@@ -34,7 +34,7 @@ def _restore(w: Watched, **kw) -> tuple[dict, str, str]:
     eng = _engine(w)
     before = w.journal.refreshes
     r = eng.restore(apply=True, **kw)
-    assert r["applied"], r
+    assert r["applied"], (r["failed"], r.get("unstable"))
     assert w.journal.refreshes >= before + 2, w.journal.status()  # pre and after snapshots: journal
     commit = eng.repo[r["commit"]]
     return r, str(commit.parents[0].tree_id), str(commit.tree_id)

@@ -664,8 +664,12 @@ class Writer:
             self._note(parent, name, True)
             if mode == pathsafe.MODE_LINK:
                 return None
-            # the file as placed: still our inode, size and mtime (else someone wrote it already)
-            placed = self.ops.stat(name, fd)
+            # the file as placed: still our inode, size and mtime (else someone wrote it already,
+            # or removed it: the write was done, what they did after it is theirs)
+            try:
+                placed = self.ops.stat(name, fd)
+            except FileNotFoundError:
+                return None
             same = (placed.st_ino, placed.st_size, placed.st_mtime_ns) == (wst.st_ino, wst.st_size, wst.st_mtime_ns)
             return placed if same and stat_mod.S_ISREG(placed.st_mode) else None
         finally:
