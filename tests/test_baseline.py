@@ -50,6 +50,9 @@ def test_a_new_task_starts_with_nothing_unsaved(tmp_path):
     # the CLI's words, as a person reads them
     text = subprocess.run(TC + ["-C", str(ws), "resume"], capture_output=True, text=True, env=clean_env(TC_GIT="off"))
     assert "Unsaved changes: none" in text.stdout, text.stdout + text.stderr
+    text = subprocess.run(TC + ["-C", str(ws), "show", "0"], capture_output=True, text=True, env=clean_env(TC_GIT="off"))
+    assert "init s0000: baseline" in text.stdout and "the project as the task started" in text.stdout, text.stdout
+    assert "0 files changed" not in text.stdout  # (nothing before it to count against)
 
 
 def test_restore_to_the_baseline_undo_export_and_import(tmp_path):

@@ -296,7 +296,9 @@ def human(cmd: str, r: Any) -> str:
             if id(s) in is_step:
                 label = f"step {s['index']}" if s["kind"] == "step" else f"{s['kind']} {s['id']}"
                 what = "file changed since the step before" if s["kind"] == "step" else "file changed"
-                out.append(f"{label}: {s['title']}  ({when}, {plural(s['files_changed'], what, what.replace('file', 'files', 1))})")
+                count = ("the baseline: the project as the task started" if s["kind"] == "init"
+                         else plural(s['files_changed'], what, what.replace('file', 'files', 1)))
+                out.append(f"{label}: {s['title']}  ({when}, {count})")
                 for k in ("conclusion", "next"):
                     if s.get(k):
                         out.append(f"    {k}: {s[k]}")
