@@ -102,3 +102,18 @@ def test_a_hook_that_finds_no_rules_hands_its_capture_to_a_worker(tmp_path):
     assert done and "PostToolUse Bash toolu_first: drift" in _hooks_log(ws), _hooks_log(ws)
     assert "worker: compiled the secret engine's rules" in _hooks_log(ws) and _cache(tmp_path)
     _drift_tree(ws)
+
+
+def test_no_engine_means_nothing_to_build(tmp_path, monkeypatch):
+    """Where the engine cannot be imported (a platform without its wheel), its missing rules are
+    not 'missing': no hook hands its capture to a worker that could not build them either."""
+    import sys
+
+    from tc_git.base import settings
+    from tc_git.workspace import secrets
+
+    with settings.override(kf_rule_cache=str(tmp_path / "empty")):
+        assert secrets.rule_cache_missing()  # (the engine is here, its rules are not)
+        monkeypatch.setitem(sys.modules, "kingfisher_sdk", None)  # import fails, as without the wheel
+        assert not secrets.rule_cache_missing()
+        assert not secrets.build_rule_cache()

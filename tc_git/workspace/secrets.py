@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import importlib.util
 import math
 import os
 import re
@@ -360,8 +361,15 @@ def rule_cache_dir() -> str:
 
 def rule_cache_missing() -> bool:
     """True when the engine's compiled rules are not in its disk cache yet (a fresh HOME): the
-    first scan would compile them (~5 s of CPU). False with the `secrets_engine` setting builtin."""
-    if current().secrets_engine == "builtin":
+    first scan would compile them (~5 s of CPU). False with the `secrets_engine` setting builtin,
+    and where there is no engine to compile them (else every hook on such a machine would hand its
+    capture to a worker that cannot build them either)."""
+    if current().secrets_engine == "builtin" or _engine is False:
+        return False
+    try:
+        if importlib.util.find_spec("kingfisher_sdk") is None:
+            return False
+    except (ImportError, ValueError):  # (ValueError: a module set to None in sys.modules)
         return False
     try:
         return not any(n.endswith(".vscdb") for n in os.listdir(rule_cache_dir()))
