@@ -137,6 +137,52 @@ def test_compress_drops_old_drifts_keeps_steps_and_restore_points(e, ws):
     assert again["converted"] == 0
 
 
+def test_compress_squashes_the_notes_history_and_keeps_every_note(e, ws):
+    """Every note write made a notes commit and a notes tree: the history of the notes is most of
+    a long task's store. compress leaves each notes ref one parentless commit holding every note
+    (this task's, rewritten commits' under their new ids, another task's), in one pass."""
+    store = e.store.path
+    for i in range(30):
+        write(ws, f"f{i % 5}.txt", f"{i}\n")
+        e.capture()
+        write(ws, f"f{i % 5}.txt", f"saved {i}\n")
+        e.save(f"step {i}")
+    task = e.resume()["task_id"]
+    other = Engine(ws)
+    other.init("second task")
+    write(ws, "g.txt", "g\n")
+    other.save("other one")
+    second = other.resume()["task_id"]
+    e2 = Engine(ws)
+    e2.switch(task)
+
+    def notes_commits() -> int:
+        return len(git(store, "rev-list", "refs/notes/checkpoints").split())
+
+    def noted() -> set[str]:
+        return {line.split()[1] for line in git(store, "notes", "--ref=checkpoints", "list").decode().splitlines()}
+
+    assert notes_commits() > 60
+    size_before = sum(f.stat().st_size for f in (store / "objects").rglob("*") if f.is_file())
+    res = e2.compress(keep_seconds=0, minimum=2, maximum=2)
+    assert res["converted"] == 28, res
+    assert notes_commits() == 1  # the notes as they are, no history
+    chains = git(store, "rev-list", f"refs/checkpoints/tasks/{task}/head", f"refs/checkpoints/tasks/{second}/head")
+    commits = set(chains.decode().split())
+    assert commits <= noted()  # every commit of both tasks has its note
+    log = e2.log(limit=200)
+    assert [x["title"] for x in log if x["kind"] == "step"][:2] == ["step 29", "step 28"]
+    assert sum(x["kind"] == "drift" for x in log) == 2
+    size_after = sum(f.stat().st_size for f in (store / "objects").rglob("*") if f.is_file())
+    assert size_after < size_before / 2, (size_before, size_after)
+    # and the notes go on from there: a save writes its note on top of the squashed commit
+    write(ws, "f0.txt", "after\n")
+    e2.capture()
+    e2.save("after compress")
+    assert notes_commits() == 3 and e2.log(limit=1)[0]["title"] == "after compress"
+    assert e2.compress(keep_seconds=0, minimum=2, maximum=2)["converted"] == 1
+
+
 def test_roundtrip_names_modes_links_empty(e, ws):
     write(ws, b"caf\xe9-latin1.txt", b"latin-1 name")
     write(ws, "sp ace/quo'te\".txt", "q")

@@ -3,27 +3,12 @@ and the union merge when two notes histories diverged (never an overwrite)."""
 from __future__ import annotations
 
 import json
-import re
 
 import pygit2
 
 from ..storage.store import signature
-from ..timeline.chain import note_text, notes_tree
+from ..timeline.chain import note_text, notes_map, notes_tree
 from .refsel import as_oid, relation
-
-
-def _notes_map(repo, commit_oid) -> dict[str, pygit2.Oid]:
-    out: dict[str, pygit2.Oid] = {}
-    stack = [("", repo[commit_oid].tree)]
-    while stack:
-        prefix, tree = stack.pop()
-        for e in tree:
-            name = prefix + e.name
-            if e.type_str == "tree":
-                stack.append((name, repo[e.id]))
-            elif e.type_str == "blob" and re.fullmatch(r"[0-9a-f]{40}", name):
-                out[name] = e.id
-    return out
 
 
 def notes_for(repo: pygit2.Repository, tips, notes_tip) -> pygit2.Oid:
@@ -41,7 +26,7 @@ def notes_for(repo: pygit2.Repository, tips, notes_tip) -> pygit2.Oid:
             continue
         want.add(h)
         stack.extend(repo[oid].peel(pygit2.Commit).parent_ids)
-    tree = notes_tree(repo, {name: blob for name, blob in _notes_map(repo, notes_tip).items() if name in want})
+    tree = notes_tree(repo, {name: blob for name, blob in notes_map(repo, notes_tip).items() if name in want})
     sig = signature()
     return repo.create_commit(None, sig, sig, "Notes of the exported history (tc-git)\n", tree, [])
 
@@ -72,8 +57,8 @@ def merge_notes(repo: pygit2.Repository, ours, theirs) -> tuple[pygit2.Oid, str]
         return ours, "unchanged"
     if rel == "behind":
         return theirs, "fast-forward"
-    union = _notes_map(repo, theirs)
-    for name, blob in _notes_map(repo, ours).items():
+    union = notes_map(repo, theirs)
+    for name, blob in notes_map(repo, ours).items():
         other = union.get(name)
         union[name] = blob if other is None or other == blob else _same_object(repo, blob, other)
     sig = signature()

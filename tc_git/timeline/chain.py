@@ -435,6 +435,7 @@ def _chain(tl: Timeline):
 # wrote four loose objects, each a temporary file, a link and a rescan of objects/pack).
 NOTES_MESSAGE = b"Notes added by 'git_note_create' from libgit2"  # libgit2's, so both routes look alike
 _HEX = re.compile(rb"[0-9a-f]+")
+_NOTE_NAME = re.compile(r"[0-9a-f]{40}")  # a note's path, its fan-out directories joined
 _DIR = b"40000"  # a tree entry's mode as git writes it
 # The top level of the notes tree this process wrote last, per store: (its id, its bytes, where
 # each directory's id is in them). The next note rewrites one directory and that one id in place
@@ -509,6 +510,21 @@ def _note_tree(repo: pygit2.Repository, put, tree_raw: bytes | None, notes: dict
             _TOPS.clear()
         _TOPS[repo.path] = (raw, data, ids)
     return raw
+
+
+def notes_map(repo: pygit2.Repository, commit_oid) -> dict[str, pygit2.Oid]:
+    """Every note of a notes commit: {commit id: note blob}, whatever its fan-out."""
+    out: dict[str, pygit2.Oid] = {}
+    stack = [("", repo[commit_oid].peel(pygit2.Commit).tree)]
+    while stack:
+        prefix, tree = stack.pop()
+        for e in tree:
+            name = prefix + e.name
+            if e.type_str == "tree":
+                stack.append((name, repo[e.id]))
+            elif e.type_str == "blob" and _NOTE_NAME.fullmatch(name):
+                out[name] = e.id
+    return out
 
 
 def notes_tree(repo: pygit2.Repository, notes: dict[str, pygit2.Oid]) -> pygit2.Oid:
