@@ -114,3 +114,37 @@ def test_cli_operations_leave_dot_git_identical(user_repo):
         assert r.returncode == 0, (args, r.stderr)
         assert diff_fingerprints(before, dir_fingerprint(gitdir)) == [], args
     assert os.path.isdir(user_repo / ".checkpoints")
+
+
+def _rev(ws, ref) -> str:
+    return subprocess.run(["git", "-C", str(ws), "rev-parse", ref], capture_output=True, text=True,
+                          env=clean_env()).stdout.strip()
+
+
+def test_the_mirror_follows_a_compress_and_still_refuses_other_divergence(user_repo, monkeypatch):
+    """compress rewrites the chain after the first dropped drift: the copy in the user's
+    repository is the old chain, replaced by the next mirror (before, every later save said
+    'diverged in the target; left as it is' for good). A copy that moved on by itself (work the
+    store does not hold) is still never overwritten."""
+    monkeypatch.delenv("TC_GIT", raising=False)
+    e = Engine(user_repo)
+    task = e.init("mirrored")["task_id"]
+    ref = f"refs/checkpoints/tasks/{task}/head"
+    for i in range(4):
+        write(user_repo, "app.py", f"print({i})\n")
+        e.capture()
+        write(user_repo, "app.py", f"print('saved {i}')\n")
+        assert e.save(f"s{i}")["git"]["ok"]
+    old = _rev(user_repo, ref)
+    assert e.compress(keep_seconds=0, minimum=0, maximum=1)["converted"] >= 3
+    write(user_repo, "app.py", "print('after')\n")
+    r = e.save("after compress")
+    assert r["git"]["ok"], r["git"]
+    assert _rev(user_repo, ref) == _rev(e.store.path, ref) != old
+    fsck(user_repo / ".git")
+    # another chain there, not one compress replaced: reported, left as it is
+    _git(user_repo, "update-ref", ref, _rev(user_repo, "refs/heads/main"))
+    write(user_repo, "app.py", "print('later')\n")
+    r = e.save("later")
+    assert not r["git"]["ok"] and "diverged in the target; left as it is" in r["git"]["error"], r["git"]
+    assert _rev(user_repo, ref) == _rev(user_repo, "refs/heads/main")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -20,6 +21,7 @@ from typing import cast
 
 import pygit2
 
+from ..base.fsutil import atomic_write
 from ..base.refs import NOTES_REF, NOTES_REFS
 from ..storage import _native
 from .chain import Timeline, note_text, notes_map, notes_tree, signature
@@ -95,12 +97,40 @@ def compress_task(store, tl: Timeline, keep_seconds: int, minimum: int, maximum:
     squashed = [_set_notes(repo, ref, held) for ref, held in notes.items()
                  if held or repo.references.get(ref) is not None]
     if drop:
+        _supersede(store, tl.ref, chain[-1].oid)  # (before the ref moves: a crash leaves it harmless)
         repo.references[tl.ref].set_target(head, "tc: compress")
     freed_by_pack = repack(store, progress) if drop or any(squashed) or _untidy(store) else 0
     after = _dir_bytes(os.path.join(store.path, "objects"))
     return {"converted": converted, "eligible": len(droppable), "already_gone": 0,
             "bytes_freed": max(0, before - after), "bytes_before": before, "bytes_after": after,
             "packed_objects": freed_by_pack}
+
+
+_HEX40 = re.compile(r"[0-9a-f]{40}")
+SUPERSEDED = "superseded.json"  # in the store's state directory
+SUPERSEDED_KEPT = 20  # old heads kept per ref (one per compress that dropped something)
+
+
+def _supersede(store, ref: str, old_head) -> None:
+    """Remember that compress replaced `old_head` as the tip of `ref`: the copies of the task in
+    the user's repository still hold the old chain, which the new one does not contain, and the
+    mirror may replace them with the new one (`superseded`) instead of calling them diverged."""
+    have = superseded(store)
+    heads = [h for h in have.get(ref, []) if h != str(old_head)] + [str(old_head)]
+    have[ref] = heads[-SUPERSEDED_KEPT:]
+    atomic_write(store.state_dir / SUPERSEDED, json.dumps(have, sort_keys=True).encode())
+
+
+def superseded(store) -> dict[str, list[str]]:
+    """{ref: the heads compress replaced there, oldest first}; {} when none (or unreadable)."""
+    try:
+        got = json.loads((store.path / "tc" / SUPERSEDED).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(got, dict):
+        return {}
+    return {k: [h for h in v if isinstance(h, str) and _HEX40.fullmatch(h)]
+            for k, v in got.items() if isinstance(k, str) and isinstance(v, list)}
 
 
 def _kept_counters(rec: dict, top: dict) -> dict | None:
