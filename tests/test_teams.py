@@ -221,6 +221,52 @@ def test_one_task_continued_on_two_machines_keeps_both_lines(tmp_path, monkeypat
     assert b.push(str(remote))["lines"] == {}  # the head moved on: no new line, no conflict
 
 
+def test_a_compressed_task_replaces_its_old_chain_on_the_remote(tmp_path, daemon, monkeypatch):
+    """compress rewrites a task's chain: a remote that still holds the old one holds no work of
+    anyone else. Push replaces it (forced only while the remote holds that old chain), pull keeps
+    ours, and neither makes a line of it. Work someone else built on the old chain is never
+    replaced: that task was continued on two machines, and becomes two lines as always."""
+    monkeypatch.setenv("TC_GIT", "off")
+    base, url = daemon
+    bare(base / "r.git")
+    remote = url("r.git")
+    wa, a = workspace(tmp_path, "A", task="shared")
+    tid = a.store.active_task()
+    head = f"refs/checkpoints/tasks/{tid}/head"
+    for i in range(4):
+        write(wa, "a.txt", f"{i}\n")
+        a.capture()
+        write(wa, "a.txt", f"saved {i}\n")
+        a.save(f"a{i}")
+    a.push(remote)
+    wc, c = workspace(tmp_path, "C", task=None)  # has the old chain before the compress
+    c.pull(remote)
+    c.switch(tid)
+    assert a.compress(keep_seconds=0, minimum=0, maximum=1)["converted"] >= 3
+    new = refs_of(wa / ".checkpoints")[head]
+    pl = a.pull(remote)  # the remote's old chain is ours before compress: ours stays, no line
+    assert pl["ok"] and refs_of(wa / ".checkpoints")[head] == new and a.lines() == []
+    pa = a.push(remote)
+    assert head in pa["pushed"] and pa["lines"] == {}, pa
+    assert refs_of(base / "r.git")[head] == new
+    wb, b = workspace(tmp_path, "B", task=None)
+    b.pull(remote)
+    assert refs_of(wb / ".checkpoints")[head] == new and b.log(tid)[0]["title"] == "a3"
+    # C continued the old chain: its push keeps the remote's head and C's work as a line
+    write(wc, "c.txt", "c's work\n")
+    c.save("c continues")
+    c_tip = refs_of(wc / ".checkpoints")[head]
+    pc = c.push(remote)
+    line = pc["lines"][head]
+    assert refs_of(base / "r.git")[head] == new and refs_of(base / "r.git")[line] == c_tip
+    # and A, pulling, gets C's line; a push after it replaces nothing of C's
+    a.pull(remote)
+    write(wa, "a.txt", "after\n")
+    a.save("after compress")
+    assert a.push(remote)["ok"] and refs_of(base / "r.git")[line] == c_tip
+    fsck(base / "r.git")
+
+
 def test_a_later_pull_removes_what_a_killed_pull_left(tmp_path, monkeypatch):
     monkeypatch.setenv("TC_GIT", "off")
     remote = bare(tmp_path / "r.git")

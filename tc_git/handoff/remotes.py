@@ -32,6 +32,7 @@ from ..base.settings import child_env
 from ..storage import _native
 from ..storage.store import Store
 from ..timeline.chain import Timeline, head_ref
+from ..timeline.compress import replaced_by_compress, superseded
 from .notes import merge_notes
 from .quarantine import adopt_loose, adopt_packs, quarantine, refuse_hostile_trees
 from .refsel import as_oid, cas_update, line_refs, ref_target, relation, valid_ref
@@ -125,15 +126,20 @@ def _git_env() -> dict[str, str]:
     return child_env(GIT_TERMINAL_PROMPT="0")  # never wait for a password on a terminal nobody watches
 
 
-def _git_push(store: Store, url: str, refs: list[str]) -> tuple[bool, dict[str, str], str]:
-    """`git push --atomic` of `refs` (name:name, never forced) from the store: git's own send
-    and receive sides, so the remote's hooks and rules apply (a path remote included), and the
-    remote takes every ref or none. (accepted?, {ref: why refused}, stderr)."""
+def _git_push(store: Store, url: str, refs: list[str], leases: dict[str, pygit2.Oid] | None = None) \
+        -> tuple[bool, dict[str, str], str]:
+    """`git push --atomic` of `refs` (name:name) from the store: git's own send and receive
+    sides, so the remote's hooks and rules apply (a path remote included), and the remote takes
+    every ref or none. Never forced, but for the refs in `leases` (a chain compress replaced
+    here): those only while the remote still holds the old tip named (--force-with-lease).
+    (accepted?, {ref: why refused}, stderr)."""
     git = shutil.which("git")
     if not git:
         raise Unavailable("push needs the git command line (git's atomic push); install git and push again")
+    leases = leases or {}
     r = subprocess.run([git, f"--git-dir={store.path}", "-c", "core.hooksPath=/dev/null", "push", "--atomic",
-                        "--porcelain", "--no-verify", url, *[f"{n}:{n}" for n in refs]],
+                        "--porcelain", "--no-verify", *[f"--force-with-lease={n}:{o}" for n, o in sorted(leases.items())],
+                        url, *[f"{'+' if n in leases else ''}{n}:{n}" for n in refs]],
                        capture_output=True, text=True, env=_git_env(), stdin=subprocess.DEVNULL)
     refused: dict[str, str] = {}
     for line in r.stdout.splitlines():
@@ -184,6 +190,15 @@ def _keep_lines(repo: pygit2.Repository, theirs: dict[str, pygit2.Oid]) -> dict[
     return kept
 
 
+def _compressed_here(store: Store, repo: pygit2.Repository, theirs: dict[str, pygit2.Oid]) -> set[str]:
+    """Task heads the remote holds as they were before a compress here rewrote them: this
+    store's chain is their newer version (push replaces them, pull keeps ours), not a task
+    continued on both sides."""
+    sup = superseded(store)
+    return {n for n, o in theirs.items() if n in sup and task_of_ref(n)
+            and relation(repo, ref_target(repo, n), o) == "diverged" and replaced_by_compress(repo, o, sup[n])}
+
+
 def _joined(repo: pygit2.Repository, name: str, oid) -> bool:
     """A line already joined into its task (its tip is in the head's history)."""
     line = line_of_ref(name)
@@ -222,10 +237,12 @@ def push(store: Store, remote: str | None = None, budget: float = PUSH_BUDGET_S)
                 raise Unavailable(f"cannot reach remote {url}: {e}; check the URL and the network, then push again") from e
             _fetch_verified(store, url, theirs)
             repo = store.repo
-            lines.update(_keep_lines(repo, theirs))
+            replaced = _compressed_here(store, repo, theirs)
+            lines.update(_keep_lines(repo, {n: o for n, o in theirs.items() if n not in replaced}))
             ours = {n: ref_target(repo, n) for n in repo.references if is_ours(n) and valid_ref(n)}
             ours = {n: o for n, o in ours.items() if o is not None}
             to_push, behind, conflicts, notes_state = [], [], {}, None
+            leases = {n: theirs[n] for n in replaced if n in ours}
             for name, oid in sorted(ours.items()):
                 rel = relation(repo, theirs.get(name), oid)
                 if rel == "equal":
@@ -242,11 +259,13 @@ def push(store: Store, remote: str | None = None, budget: float = PUSH_BUDGET_S)
                     to_push.append(name)
                 elif rel == "ahead":
                     behind.append(name)
+                elif name in leases:
+                    to_push.append(name)
                 else:
                     conflicts[name] = "diverged: the remote has commits this store lacks and vice versa"
             if not to_push:
                 break
-            ok, refused, err = _git_push(store, url, to_push)
+            ok, refused, err = _git_push(store, url, to_push, {n: o for n, o in leases.items() if n in to_push})
         if ok:
             break
         if "*" in refused and not _retryable(refused, err):
@@ -335,7 +354,8 @@ def _pull(store: Store, url: str, created_store: bool, verify: bool, mirror_git:
             raise Unavailable(f"cannot reach remote {url}: {e}") from e
         _fetch_verified(store, url, theirs, max_file)
         repo = store.repo
-        lines = _keep_lines(repo, theirs)
+        replaced = _compressed_here(store, repo, theirs)
+        lines = _keep_lines(repo, {n: o for n, o in theirs.items() if n not in replaced})
         updates: dict[str, tuple] = {}
         created: list[str] = []
         fast_forwarded: list[str] = []
@@ -359,7 +379,7 @@ def _pull(store: Store, url: str, created_store: bool, verify: bool, mirror_git:
             elif rel == "behind":
                 updates[name] = (ours, oid)
                 fast_forwarded.append(name)
-            elif rel == "ahead":
+            elif rel == "ahead" or name in replaced:  # (replaced: the remote has our chain before compress)
                 local_ahead.append(name)
             elif rel == "diverged":
                 conflicts[name] = "diverged: kept the local ref"

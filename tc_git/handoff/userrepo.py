@@ -12,7 +12,7 @@ from ..base.results import GitInfo
 from ..storage import packs
 from ..storage.store import Store, repository_around
 from ..timeline import gitguard
-from ..timeline.compress import superseded
+from ..timeline.compress import replaced_by_compress, superseded
 from .notes import merge_notes
 from .refsel import cas_update, line_refs, ref_target, relation, task_refs
 
@@ -76,22 +76,12 @@ def sync_into_repo(src: pygit2.Repository, gitdir: Path, refs: dict[str, pygit2.
                 updates[name] = (old, merged)
         elif rel in ("absent", "behind") or (rel == "diverged" and task_of_ref(name) and old in kept):
             updates[name] = (old, new)  # (a diverged head whose tip a line mirrored with it keeps)
-        elif rel == "diverged" and _replaced_by_compress(user, old, (superseded or {}).get(name, ())):
+        elif rel == "diverged" and replaced_by_compress(user, old, (superseded or {}).get(name, ())):
             updates[name] = (old, new)
         else:
             skipped[name] = f"{rel} in the target; left as it is"
     cas_update(user, updates, "tc-git: export")
     return {"objects": count, "updated": sorted(updates), "skipped": skipped, "notes": notes_state}
-
-
-def _replaced_by_compress(user: pygit2.Repository, tip, heads) -> bool:
-    """The target's `tip` is a head compress replaced, or a commit of that old chain: nothing
-    in it that the store's chain lacks but the drifts compress dropped on purpose."""
-    for h in heads:
-        old = pygit2.Oid(hex=h)
-        if old == tip or (old in user.odb and user.descendant_of(old, tip)):
-            return True
-    return False
 
 
 def mirror_task(store: Store, task_id: str, label: str | None, verify: bool = True, enabled: bool = True) -> GitInfo:

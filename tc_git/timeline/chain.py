@@ -519,9 +519,9 @@ def notes_map(repo: pygit2.Repository, commit_oid) -> dict[str, pygit2.Oid]:
     while stack:
         prefix, tree = stack.pop()
         for e in tree:
-            name = prefix + e.name
+            name = prefix + (e.name or "")
             if e.type_str == "tree":
-                stack.append((name, repo[e.id]))
+                stack.append((name, repo[e.id].peel(pygit2.Tree)))
             elif e.type_str == "blob" and _NOTE_NAME.fullmatch(name):
                 out[name] = e.id
     return out

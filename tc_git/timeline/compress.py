@@ -87,7 +87,7 @@ def compress_task(store, tl: Timeline, keep_seconds: int, minimum: int, maximum:
             parent = new
             made.add(new)
         head = cast(pygit2.Oid, parent)  # (the init commit is never dropped)
-        counters = _kept_counters(json.loads(repo[notes[NOTES_REF][str(head)]].data) if head in made
+        counters = _kept_counters(json.loads(repo[notes[NOTES_REF][str(head)]].peel(pygit2.Blob).data) if head in made
                                   else tl.record(head), top)
         if counters is not None:
             notes[NOTES_REF][str(head)] = repo.create_blob(note_text(counters).encode("utf-8"))
@@ -131,6 +131,17 @@ def superseded(store) -> dict[str, list[str]]:
         return {}
     return {k: [h for h in v if isinstance(h, str) and _HEX40.fullmatch(h)]
             for k, v in got.items() if isinstance(k, str) and isinstance(v, list)}
+
+
+def replaced_by_compress(repo: pygit2.Repository, tip, heads) -> bool:
+    """`tip` (a task's head elsewhere: the user's repository, a remote) is one of the `heads`
+    compress replaced here, or a commit of such an old chain: nothing in it that this store's
+    chain lacks but the drifts compress dropped on purpose."""
+    for h in heads:
+        old = pygit2.Oid(hex=h)
+        if old == tip or (old in repo.odb and repo.descendant_of(old, tip)):
+            return True
+    return False
 
 
 def _kept_counters(rec: dict, top: dict) -> dict | None:
