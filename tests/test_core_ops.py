@@ -142,7 +142,10 @@ def test_compress_squashes_the_notes_history_and_keeps_every_note(e, ws):
     a long task's store. compress leaves each notes ref one parentless commit holding every note
     (this task's, rewritten commits' under their new ids, another task's), in one pass."""
     store = e.store.path
+    for i in range(150):  # (a tree of 150 files: its 60 versions are what deltas save most on)
+        write(ws, f"lib/m{i:03d}.py", f"x = {i}\n")
     for i in range(30):
+        write(ws, f"lib/m{i:03d}.py", f"x = {i} edited\n")
         write(ws, f"f{i % 5}.txt", f"{i}\n")
         e.capture()
         write(ws, f"f{i % 5}.txt", f"saved {i}\n")
@@ -175,6 +178,13 @@ def test_compress_squashes_the_notes_history_and_keeps_every_note(e, ws):
     assert sum(x["kind"] == "drift" for x in log) == 2
     size_after = sum(f.stat().st_size for f in (store / "objects").rglob("*") if f.is_file())
     assert size_after < size_before / 2, (size_before, size_after)
+    # packed as well as git packs the same history: each file's versions deltified together
+    import shutil
+    copy = ws.parent / "copy.git"
+    shutil.copytree(store, copy)
+    git(copy, "repack", "-adfq")
+    by_git = sum(f.stat().st_size for f in (copy / "objects").rglob("*") if f.is_file())
+    assert size_after < 1.5 * by_git, (size_after, by_git)
     # and the notes go on from there: a save writes its note on top of the squashed commit
     write(ws, "f0.txt", "after\n")
     e2.capture()
