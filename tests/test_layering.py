@@ -427,12 +427,7 @@ def test_handoff_takes_the_user_git_settings_from_its_caller():
 # ENV_ALLOWED: modules still reading it, each with its reason; the list may only shrink.
 ENV_MODULE = "base.settings"
 ENV_FRONT_ENDS = ("cli", "cli.*", "mcp", "mcp.*", "hooks", "__main__")
-ENV_ALLOWED: dict[str, str] = {
-    "storage.packwriter": "TC_PACKWRITER: the pack writers are being merged (issue 31, storage packing)",
-    "storage.savepack": "TC_SAVEPACK: as above",
-    "storage.mempack": "TC_MEMPACK: as above",
-    "workspace.snapshot": "TC_MEMPACK_MAX_BYTES: the mempack's budget, as above",
-}
+ENV_ALLOWED: dict[str, str] = {}
 
 
 def _env_reads(path: Path) -> list[tuple[int, str | None]]:

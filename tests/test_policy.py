@@ -185,9 +185,9 @@ def test_gitignore_and_global_excludes_respected(ws, tmp_path, monkeypatch):
     assert names == {".gitignore", "keep.py"}
 
 
-def test_first_snapshot_of_a_large_tree_does_not_hold_it_in_memory(tmp_path, monkeypatch):
+def test_first_snapshot_of_a_large_tree_does_not_hold_it_in_memory(tmp_path, tune):
     """The first snapshot streams its blobs into one pack file (packwriter: no delta search,
-    memory bounded by one file). With TC_PACKWRITER=off: above TC_MEMPACK_MAX_BYTES loose
+    memory bounded by one file). With the packwriter off: above mempack_max_bytes loose
     objects (bounded memory), below it one pack from memory. All give the same tree."""
     from tc_git.engine import Engine
 
@@ -197,12 +197,8 @@ def test_first_snapshot_of_a_large_tree_does_not_hold_it_in_memory(tmp_path, mon
         ws = tmp_path / name
         for i in range(30):
             write(ws, f"d{i % 3}/f{i}.txt", f"content {i}\n" * 50)
-        # (TC_SAVEPACK=off too: the later saves' small pack would take that route's objects)
-        for var, value in (("TC_PACKWRITER", writer), ("TC_MEMPACK_MAX_BYTES", budget), ("TC_SAVEPACK", budget and "off")):
-            if value:
-                monkeypatch.setenv(var, value)
-            else:
-                monkeypatch.delenv(var, raising=False)
+        # (savepack off too: the later saves' small pack would take that route's objects)
+        tune(packwriter=writer != "off", mempack_max_bytes=budget or 64 << 20, savepack=not budget)
         e = Engine(ws)
         e.init("t")
         e.save("first")

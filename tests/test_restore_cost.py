@@ -38,7 +38,7 @@ def test_restore_does_not_rewrite_the_blobs_it_restored(tmp_path, monkeypatch):
     e = saved_task(ws, {f"src/p{i % 6}/f{i}.py": f"v = {i}\n".encode() for i in range(60)}, "cost")  # a pack
     for i in range(0, 60, 3):
         write(ws, f"src/p{i % 6}/f{i}.py", f"edited = {i}\n".encode())
-    e.save("two")  # 20 blobs and the trees on their paths: one small pack (savepack.py; loose with TC_SAVEPACK=off)
+    e.save("two")  # 20 blobs and the trees on their paths: one small pack (savepack.py; loose with the savepack setting off)
     repo = pygit2.Repository(str(e.store.path))
     two = repo.revparse_single(e.restore(index=2)["target_commit"]).peel(pygit2.Commit).tree
     blobs = [two[f"src/p{i % 6}/f{i}.py"].id for i in range(0, 60, 3)]

@@ -33,7 +33,6 @@ def _packs(store) -> list[str]:
 @pytest.fixture
 def task(tmp_path, monkeypatch):
     monkeypatch.setenv("TC_GIT", "off")
-    monkeypatch.delenv("TC_SAVEPACK", raising=False)
     ws = tmp_path / "ws"
     e = saved_task(ws, {f"src/p{i % 20}/f{i}.py": f"v = {i}\n".encode() for i in range(200)}, "save pack", "first")
     return ws, e

@@ -109,6 +109,10 @@ KNOBS = {
     "libgit2_cache_mb": (0, int),  # its object cache (0: libgit2's own)
     "malloc_mmap_kb": (128, int),  # glibc's mmap threshold, kept fixed in the server (0: glibc's rule)
     "malloc_trim": (True, bool),  # return freed heap to the system after large operations
+    "packwriter": (True, bool),  # False: a first snapshot goes through the mempack (or loose objects)
+    "savepack": (True, bool),  # False: a save's new objects are written loose
+    "mempack": (True, bool),  # False: no in-memory object backend (loose objects instead)
+    "mempack_max_bytes": (64 << 20, int),  # a first snapshot up to this size may be one pack from memory
 }
 
 
@@ -161,6 +165,10 @@ class Settings:
     libgit2_cache_mb: int
     malloc_mmap_kb: int
     malloc_trim: bool
+    packwriter: bool
+    savepack: bool
+    mempack: bool
+    mempack_max_bytes: int
 
     def __init__(self, **values):
         for table in (USER, PORTABLE, OTHERS):

@@ -10,18 +10,16 @@ loose objects as before.
 from __future__ import annotations
 
 import contextlib
-import os
 
 import pygit2
 
+from ..base.settings import current
 from . import _native
 
 
 def available() -> bool:
-    """The in-memory backend can be used (`_native` MEMPACK capability; `TC_MEMPACK=off` too)."""
-    if os.environ.get("TC_MEMPACK", "on").lower() in ("0", "off", "false", "no"):
-        return False
-    return _native.has(_native.MEMPACK)
+    """The in-memory backend can be used (`_native` MEMPACK capability, and the `mempack` setting)."""
+    return current().mempack and _native.has(_native.MEMPACK)
 
 
 @contextlib.contextmanager

@@ -31,6 +31,8 @@ from typing import Any
 
 import pygit2
 
+from ..base.settings import current
+
 try:  # ISA-L's level-1 deflate: ~7 us for a 1 KB source file where zlib's takes ~17 (its stream is
     # zlib's format, any inflater reads it; same size or smaller). Optional: zlib otherwise.
     from isal.isal_zlib import compress as _compress
@@ -45,7 +47,7 @@ LARGE = 256 << 10  # a blob at least this big is compressed on the other thread
 
 
 def available() -> bool:
-    return os.environ.get("TC_PACKWRITER", "on").lower() not in ("0", "off", "false", "no")
+    return current().packwriter
 
 
 class PackWriter:

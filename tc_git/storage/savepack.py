@@ -43,6 +43,7 @@ from typing import BinaryIO
 import pygit2
 
 from ..base.fsutil import fsync_setting
+from ..base.settings import current
 from . import handles, repack
 from .packwriter import _REC, _compress, discard, object_header, seal
 
@@ -52,7 +53,7 @@ _KINDS = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
 
 
 def available() -> bool:
-    return os.environ.get("TC_SAVEPACK", "on").lower() not in ("0", "off", "false", "no")
+    return current().savepack
 
 
 class SavePack:

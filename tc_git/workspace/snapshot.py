@@ -36,6 +36,7 @@ from pygit2.enums import DiffOption, FileMode
 from ..base import fsutil
 from ..base.fsutil import atomic_write
 from ..base.refs import STORE_DIRNAME
+from ..base.settings import current
 from ..storage import _native, handles, indexfile, mempack, packwriter, savepack
 from ..storage.trees import INEXACT, patch_tree
 from . import pathsafe, scan
@@ -185,10 +186,10 @@ def _take_any(repo: pygit2.Repository, policy: Policy, progress, paths, force_wr
 
 def _fits_in_memory(root: str) -> bool:
     """Whether a first snapshot may hold its objects in memory: the workspace's regular files
-    add up to at most TC_MEMPACK_MAX_BYTES (64 MiB). Larger trees write loose objects, so memory
+    add up to at most the `mempack_max_bytes` setting (64 MiB). Larger trees write loose objects, so memory
     stays bounded whatever the workspace holds; the walk stops as soon as the budget is spent
     (ignored directories are counted too, except the usual heavy ones)."""
-    budget = int(os.environ.get("TC_MEMPACK_MAX_BYTES", 64 << 20))
+    budget = current().mempack_max_bytes
     skip = {".git", STORE_DIRNAME, "node_modules", ".venv", "venv", "__pycache__"}
     stack = [root]
     while stack:
