@@ -229,6 +229,7 @@ class HandoffLater:
     def __init__(self):
         self._jobs: dict[str, Callable[[], Any]] = {}
         self._lock = threading.Lock()
+        self._running = threading.Lock()  # held while jobs run: `flush` returns with none running
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -248,13 +249,15 @@ class HandoffLater:
             self.flush()
 
     def flush(self) -> None:
-        with self._lock:
-            jobs, self._jobs = list(self._jobs.values()), {}
-        for job in jobs:
-            try:
-                job()
-            except Exception:  # noqa: BLE001 - a cache: the hook then resumes the slow way
-                log.exception("refreshing the handoff cache failed")
+        """Run the jobs left now; returns once no job is running."""
+        with self._running:
+            with self._lock:
+                jobs, self._jobs = list(self._jobs.values()), {}
+            for job in jobs:
+                try:
+                    job()
+                except Exception:  # noqa: BLE001 - a cache: the hook then resumes the slow way
+                    log.exception("refreshing the handoff cache failed")
 
 
 class Runner:
@@ -298,8 +301,12 @@ class Runner:
         def work():
             eng = engine_cls(root, progress=bridge)
             holder["engine"] = eng
-            if tool in LEAN_TOOLS and handles.drop_idle(keep=eng.store_path):
-                heap.settle()  # (their pages back before this call's peak)
+            if tool in LEAN_TOOLS:
+                # the handoff jobs of earlier calls first: one of another workspace, run during
+                # this call, would open that workspace's store again (its index parsed anew)
+                self.handoff_later.flush()
+                if handles.drop_idle(keep=eng.store_path):
+                    heap.settle()  # (their pages back before this call's peak)
             eng.handoff_later = self.handoff_later
             if self.watcher is not None:  # saves refresh only what the watcher saw change
                 eng.journal = self.watcher.journal(eng.root)
