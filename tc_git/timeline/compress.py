@@ -60,30 +60,35 @@ def compress_task(store, tl: Timeline, keep_seconds: int, minimum: int, maximum:
     # (a note written per commit rewrote the notes tree and made a notes commit each time:
     # ~4,000 of them at 2,000 steps, 679-1,009 s under load).
     notes = {ref: _notes_of(repo, ref) for ref in NOTES_REFS}
-    converted = 0
+    gone: list[str] = []  # the old chain's commits whose notes go once the ref has moved
     if drop:
-        head = _rewrite(tl, repo, chain, drop, notes)
-        converted = len(drop)  # (the pack just written is found on the first miss: libgit2 rescans)
+        head = _rewrite(tl, repo, chain, drop, notes, gone)
     # the notes as they are now, as one parentless commit each: the history of the notes (a
     # commit and a tree per note ever written, the bulk of a long task's store) is then
-    # unreachable and the repack below frees it
+    # unreachable and the repack below frees it. The old chain's notes stay until the task's ref
+    # has moved: a crash in between leaves either chain with all its notes.
     squashed = [_set_notes(repo, ref, held) for ref, held in notes.items()
                  if held or repo.references.get(ref) is not None]
     if drop:
         _supersede(store, tl.ref, chain[-1].oid)  # (before the ref moves: a crash leaves it harmless)
         repo.references[tl.ref].set_target(head, "tc: compress")
+        for ref, held in notes.items():
+            for old in gone:
+                held.pop(old, None)
+            if repo.references.get(ref) is not None:
+                _set_notes(repo, ref, held)
     freed_by_pack = repack(store, progress) if drop or any(squashed) or _untidy(store) else 0
     after = _dir_bytes(os.path.join(store.path, "objects"))
-    return {"converted": converted, "eligible": len(droppable), "already_gone": 0,
+    return {"converted": len(drop), "eligible": len(droppable), "already_gone": 0,
             "bytes_freed": max(0, before - after), "bytes_before": before, "bytes_after": after,
             "packed_objects": freed_by_pack}
 
 
-def _rewrite(tl: Timeline, work: pygit2.Repository, chain: list, drop: set, notes: dict) -> pygit2.Oid:
-    """The chain without the `drop`ped drifts, written through `work` (loose objects: the
-    repack after it packs them): each commit after the first dropped one made again over its
-    parent's new id, its note under the new id (`notes`, every notes ref's map, changed in
-    place). Returns the new head."""
+def _rewrite(tl: Timeline, repo: pygit2.Repository, chain: list, drop: set, notes: dict, gone: list) -> pygit2.Oid:
+    """The chain without the `drop`ped drifts, as loose objects (the repack after it packs
+    them): each commit after the first dropped one made again over its parent's new id, its note
+    added under the new id (`notes`, every notes ref's map, changed in place); the old commits'
+    ids into `gone`. Returns the new head."""
     top = tl.record(chain[-1].oid).get("counters") or {}  # the head's: ids handed out so far
     parent = None
     rewriting = False
@@ -92,25 +97,24 @@ def _rewrite(tl: Timeline, work: pygit2.Repository, chain: list, drop: set, note
         old = str(e.oid)
         if e.oid in drop:
             rewriting = True
-            for held in notes.values():
-                held.pop(old, None)
+            gone.append(old)
             continue
         if not rewriting:
             parent = e.oid
             continue
-        c = work[e.oid].peel(pygit2.Commit)
-        new = work.create_commit(None, c.author, c.committer, c.message, c.tree_id, [parent] if parent else [])
+        c = repo[e.oid].peel(pygit2.Commit)
+        new = repo.create_commit(None, c.author, c.committer, c.message, c.tree_id, [parent] if parent else [])
         note = made[new] = dict(tl.record(e.oid), rewritten_from=old)
-        notes[NOTES_REF][str(new)] = work.create_blob(note_text(note).encode("utf-8"))
-        notes[NOTES_REF].pop(old, None)
+        notes[NOTES_REF][str(new)] = repo.create_blob(note_text(note).encode("utf-8"))
+        gone.append(old)
         for ref, held in notes.items():  # (the blame notes: the same lines, the new commit)
             if ref != NOTES_REF and old in held:
-                held[str(new)] = held.pop(old)
+                held[str(new)] = held[old]
         parent = new
     head = cast(pygit2.Oid, parent)  # (the init commit is never dropped)
     counters = _kept_counters(made[head] if head in made else tl.record(head), top)
     if counters is not None:
-        notes[NOTES_REF][str(head)] = work.create_blob(note_text(counters).encode("utf-8"))
+        notes[NOTES_REF][str(head)] = repo.create_blob(note_text(counters).encode("utf-8"))
     return head
 
 
