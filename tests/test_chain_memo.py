@@ -44,3 +44,79 @@ def test_memo_follows_new_commits_early_stops_and_rewrites(ws):
     assert _same(e) == after
     e.show(include_drift=True)
     assert e.show(index=3)["steps"][0]["title"] == "s2"
+
+
+def _parsed(monkeypatch) -> list:
+    """Counts the commits a walk parses (timeline.entry_of calls)."""
+    seen: list = []
+    real = timeline.entry_of
+
+    def counting(c):
+        seen.append(c.id)
+        return real(c)
+
+    monkeypatch.setattr(timeline, "entry_of", counting)
+    return seen
+
+
+def _task(ws, steps: int) -> Engine:
+    write(ws, "a.txt", "0\n")
+    e = Engine(ws)
+    e.init("file")
+    for i in range(steps):
+        write(ws, "a.txt", f"{i}\n")
+        e.save(f"s{i}")
+    return e
+
+
+def test_chain_file_serves_the_next_process(ws, monkeypatch):
+    """A long walk leaves the chain on disk; a new process parses only the commits made since."""
+    e = _task(ws, 8)
+    monkeypatch.setattr(timeline, "CHAIN_FILE_AFTER", 3)
+    timeline._chains.clear()
+    whole = _same(e)
+    path = ws / ".checkpoints" / "tc" / "chain" / f"{e._timeline().task_id}.json"
+    assert path.is_file()
+    parsed = _parsed(monkeypatch)
+    timeline._chains.clear()  # a new process
+    assert [(x.oid, x.kind, x.step, x.drift, x.parent) for x in e._timeline().walk()] == whole
+    assert parsed == []  # from the file alone
+    for i in range(2):
+        write(ws, "a.txt", f"more {i}\n")
+        e.save(f"more {i}")
+    timeline._chains.clear()
+    parsed.clear()
+    assert [x["index"] for x in e.show(limit=200)["steps"]] == list(range(1, 11))
+    assert len(set(parsed)) == 2  # the two new steps (the head also read by itself), then the file
+    assert _same(e)[0][1:3] == ("step", 10)
+
+
+@pytest.mark.parametrize("craft", ["garbage", "unlinked", "bool step", "not to the start", "too big", "stale"])
+def test_chain_file_that_does_not_fit_is_not_used(ws, monkeypatch, craft):
+    """A damaged, planted or outdated chain file changes nothing: the commits are read instead."""
+    import json
+
+    e = _task(ws, 6)
+    monkeypatch.setattr(timeline, "CHAIN_FILE_AFTER", 3)
+    timeline._chains.clear()
+    truth = _same(e)
+    path = ws / ".checkpoints" / "tc" / "chain" / f"{e._timeline().task_id}.json"
+    rows = json.loads(path.read_text())["rows"]
+    if craft == "garbage":
+        path.write_bytes(b"\xff{not json")
+    elif craft == "unlinked":  # a step dropped from the middle: the chain no longer links
+        path.write_text(json.dumps({"version": 1, "rows": rows[:2] + rows[3:]}))
+    elif craft == "bool step":
+        rows[0][2] = True
+        path.write_text(json.dumps({"version": 1, "rows": rows}))
+    elif craft == "not to the start":  # the oldest entries cut off
+        path.write_text(json.dumps({"version": 1, "rows": rows[:3]}))
+    elif craft == "too big":
+        monkeypatch.setattr(timeline, "CHAIN_FILE_MAX", 100)
+    elif craft == "stale":  # compress rewrote the chain after the file was written
+        monkeypatch.setattr(timeline, "CHAIN_FILE_AFTER", 10**6)
+        e.compress(keep_seconds=0, minimum=0, maximum=1)
+        truth = [(x.oid, x.kind, x.step, x.drift, x.parent) for x in e._timeline().walk(e._timeline().head_oid())]
+    timeline._chains.clear()
+    assert _same(e) == truth
+    assert [x["title"] for x in e.show()["steps"]] == [f"s{i}" for i in range(6)]
