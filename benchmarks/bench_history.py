@@ -44,6 +44,24 @@ def _git(store: Path, *args) -> str:
                           env=clean_env(), check=True).stdout
 
 
+CLI = "import sys; from tc_git.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def cli_cpu_ms(ws: Path, *args: str, n: int = 3) -> float:
+    """A one-shot `tc-git <args>` process's CPU (user + system, median of n): what a person or a
+    hook pays, start-up and a cold chain included (the in-process figures have a warm memo)."""
+    import resource
+
+    out = []
+    for _ in range(n):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-c", CLI, "-C", str(ws), *args], capture_output=True,
+                       env=clean_env(), check=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out.append((after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000)
+    return statistics.median(out)
+
+
 def measure(e, store: Path, step: int, saves: list[float], tmp: Path, cpu: list[float]) -> dict:
     row: dict = {"steps": step, "save_ms": statistics.median(saves[-10:]), "save_cpu_ms": statistics.median(cpu[-10:])}
     row["show_ms"] = _t(lambda: e.show())
@@ -51,6 +69,8 @@ def measure(e, store: Path, step: int, saves: list[float], tmp: Path, cpu: list[
     row["resume_ms"] = _t(lambda: e.resume())
     row["restore_first_ms"] = _t(lambda: e.restore(1), 3)
     row["restore_prev_ms"] = _t(lambda: e.restore(max(1, step - 1)), 3)
+    for cmd in ("show", "log", "resume"):
+        row[f"cli_{cmd}_cpu_ms"] = cli_cpu_ms(e.root, cmd)
     row["store_bytes"] = dir_bytes(store)[1]
     counts = dict(line.split(": ", 1) for line in _git(store, "count-objects", "-v").splitlines())
     row["loose"] = int(counts["count"])
@@ -115,7 +135,11 @@ def verdicts(res: dict) -> list[str]:
         c = ratio("save_cpu_ms")
         out.append(f"save CPU within 10 % of step {first['steps']}: {'met' if c <= 1.1 else 'NOT met'} "
                    f"({first['save_cpu_ms']:.1f} -> {last['save_cpu_ms']:.1f} ms, x{c:.2f})")
-    for k, name in (("show_ms", "show"), ("log_ms", "log (limit 50)"), ("resume_ms", "resume")):
+    for k, name in (("show_ms", "show"), ("log_ms", "log (limit 50)"), ("resume_ms", "resume"),
+                    ("cli_show_cpu_ms", "one-shot CLI show (CPU)"), ("cli_log_cpu_ms", "one-shot CLI log (CPU)"),
+                    ("cli_resume_cpu_ms", "one-shot CLI resume (CPU)")):
+        if k not in first:
+            continue
         r = ratio(k)
         out.append(f"{name} O(what it prints) (<= 2x from step {first['steps']} to {last['steps']}): "
                    f"{'met' if r <= 2 else 'NOT met'} ({first[k]:.1f} -> {last[k]:.1f} ms, x{r:.2f})")
@@ -139,11 +163,13 @@ def markdown(res: dict) -> str:
              "", f"Python {res['python']}, load average {res['load']:.1f} at the end; in-process (`Engine`);"
              f" first save {res['first_save_ms']:.0f} ms.", "",
              "| after N steps | save (median of last 10) | save CPU | show | log (50) | resume | restore preview to 1 "
-             "| restore preview to N-1 | store | bundle | loose objects | packs |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| restore preview to N-1 | CLI show / log / resume (CPU) | store | bundle | loose objects | packs |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    nan = float("nan")
     for r in res["rows"]:
-        lines.append(f"| {r['steps']:,} | {r['save_ms']:.1f} ms | {r.get('save_cpu_ms', float('nan')):.1f} ms | {r['show_ms']:.1f} ms | {r['log_ms']:.1f} ms | "
-                     f"{r['resume_ms']:.1f} ms | {r['restore_first_ms']:.1f} ms | {r['restore_prev_ms']:.1f} ms | "
+        cli = " / ".join(f"{r.get(f'cli_{c}_cpu_ms', nan):.0f}" for c in ("show", "log", "resume"))
+        lines.append(f"| {r['steps']:,} | {r['save_ms']:.1f} ms | {r.get('save_cpu_ms', nan):.1f} ms | {r['show_ms']:.1f} ms | {r['log_ms']:.1f} ms | "
+                     f"{r['resume_ms']:.1f} ms | {r['restore_first_ms']:.1f} ms | {r['restore_prev_ms']:.1f} ms | {cli} ms | "
                      f"{r['store_bytes'] / mb:.1f} MB | {r['bundle_bytes'] / mb:.1f} MB | {r['loose']:,} | {r['packs']} |")
     if res["compress_s"] is not None:
         lines += ["", f"compress (keep 0 s) after {res['steps']:,} steps: {res['compress_s']:.1f} s "
