@@ -56,7 +56,7 @@ from .timeline import capture as capture_mod
 from .timeline import restore as restore_mod
 from .timeline import resume as resume_mod
 from .timeline.capture import MAX_LIST, Workspace
-from .timeline.chain import TASK_ID_RE, Entry, Timeline, entry_dict, head_ref, iso, left_out
+from .timeline.chain import TASK_ID_RE, Entry, Timeline, entry_dict, files_changed_between, head_ref, iso, left_out
 from .timeline.chain import status as task_status
 from .workspace import snapshot as snapshot_mod
 from .workspace.policy import Policy, validate_excludes
@@ -549,8 +549,7 @@ class Engine:
         def step_view(e: Entry) -> EntryView:
             d = view(e)
             if e.oid in prev:  # against the step before, not the commit before (a drift between)
-                old, new = (self.repo[x].peel(pygit2.Tree) for x in (prev[e.oid], e.oid))
-                d["files_changed"] = len(tree_deltas(self.repo, old, new))
+                d["files_changed"] = files_changed_between(self.repo, prev[e.oid], e.oid)
             return d
 
         out: ShowResult = {

@@ -25,7 +25,7 @@ from ..base.refs import NOTES_REF, TASK_HEAD_RE, TASKS_PREFIX, task_ref
 from ..base.results import EntryView, LeftOut
 from ..storage import savepack
 from ..storage.store import commit_bytes, read_note, signature  # noqa: F401  (read_note re-exported: view, tests)
-from ..storage.trees import TREE_ENTRY, TREE_RECORDS
+from ..storage.trees import TREE_ENTRY, TREE_RECORDS, tree_deltas
 from ..workspace.secrets import redact_obj
 
 SEE_IDS = Hint("show", {"include_drift": True}, "see the ids with")
@@ -433,6 +433,25 @@ def _chain(tl: Timeline):
     if joined and hit is not None:
         for kept in hit[1]:
             yield _fresh(kept)
+
+
+# How many files each step changed against the step before it (`show`'s "files changed"): a
+# tree difference per listed step, the same answer every time for the same two commits.
+_COUNTS: OrderedDict[tuple[str, pygit2.Oid, pygit2.Oid], int] = OrderedDict()
+COUNTS_KEPT = 4096
+
+
+def files_changed_between(repo: pygit2.Repository, old: pygit2.Oid, new: pygit2.Oid) -> int:
+    key = (repo.path, old, new)
+    with _chains_lock:
+        n = _COUNTS.get(key)
+    if n is None:
+        n = len(tree_deltas(repo, repo[old].peel(pygit2.Tree), repo[new].peel(pygit2.Tree)))
+        with _chains_lock:
+            _COUNTS[key] = n
+            while len(_COUNTS) > COUNTS_KEPT:
+                _COUNTS.popitem(last=False)
+    return n
 
 
 # The memo kept on disk, `<store>/tc/chain/<task>.json`: what a walk parsed, written when it parsed
