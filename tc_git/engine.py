@@ -582,7 +582,7 @@ class Engine:
                 break
         from .timeline import provenance
 
-        shares, _total = provenance.line_shares(self.repo, tl)
+        shares, _total = provenance.line_shares(self.repo, tl, only={d["commit"] for d in out})
         for d in out:
             if d["commit"] in shares:
                 d["authored"] = shares[d["commit"]]

@@ -209,6 +209,36 @@ def test_every_line_is_attributed_to_the_call_that_wrote_it_or_to_nobody(session
     assert shown["authored"] == {k: sum(x["authored"][k] for x in shown["steps"] + after) for k in ("agent", "other")}
 
 
+def test_a_page_of_log_reads_only_its_shares_and_finds_the_same(session, monkeypatch):
+    """`log` asks for the shares of its page only (read from the head down, not the whole task)
+    and gets for each commit what the whole-task computation gives; a missing note makes only
+    its own step's share unknown, in both."""
+    from tc_git.engine import Engine
+    from tc_git.timeline import provenance
+
+    s_root = session.root
+    blame(s_root, "src/app.py")  # (the blame notes are written by the first blame)
+    e = Engine(s_root)
+    tl = e._timeline()
+    whole, _total = provenance.line_shares(e.repo, tl)
+    assert len(whole) >= 4
+    oids = [str(x.oid) for x in tl.walk()]
+    for n in range(1, len(oids) + 1):
+        page, none = provenance.line_shares(e.repo, tl, only=set(oids[:n]))
+        assert none is None and page == {k: v for k, v in whole.items() if k in oids[:n]}, n
+    read: list = []
+    real = provenance._added
+    monkeypatch.setattr(provenance, "_added", lambda b, oid: read.append(oid) or real(b, oid))
+    assert [x["id"] for x in Engine(s_root).log(limit=1)] and len(read) < len(oids)
+    steps = [x for x in tl.walk() if x.kind == "step"]  # newest first
+    step, later = steps[-1], steps[-2]
+    monkeypatch.setattr(provenance, "_added", lambda b, oid: None if oid == str(step.oid) else real(b, oid))
+    whole, total = provenance.line_shares(e.repo, tl)
+    assert total is None and str(step.oid) not in whole
+    assert str(later.oid) in whole  # the next step's own span is whole
+    assert provenance.line_shares(e.repo, tl, only=set(oids))[0] == whole
+
+
 def test_why_names_the_prompt_the_words_and_the_call(session):
     s = session
     app = (s.root / "src" / "app.py").read_text().splitlines()

@@ -355,34 +355,69 @@ class Blamer:
         return n
 
 
-def line_shares(repo: pygit2.Repository, tl: Timeline) -> tuple[dict[str, dict[str, int]], dict[str, int] | None]:
+def line_shares(repo: pygit2.Repository, tl: Timeline, only: set[str] | None = None
+                ) -> tuple[dict[str, dict[str, int]], dict[str, int] | None]:
     """Lines added by agent tool calls and by others, from the blame notes that exist (nothing
     is computed): per commit (a step: with the drifts since the previous step), and for the
-    whole task when every commit has its note (else None)."""
+    whole task when every commit has its note (else None). `only`: just these commits, read
+    from the head down to the step before the oldest of them (a page of `log`), no total."""
     b = Blamer(repo, tl)
     if not b.notes:
         return {}, None
+    if only is not None:
+        return _shares_of(b, tl, set(only)), None
     out: dict[str, dict[str, int]] = {}
     total: dict[str, int] | None = {"agent": 0, "other": 0}
     since: dict[str, int] | None = {"agent": 0, "other": 0}
     for e in reversed(list(tl.walk())):
-        n = b.note(str(e.oid)) if b.has(str(e.oid)) else None
-        if n is None:
-            total = since = None
-            continue
-        added = sum(int(f.get("added") or 0) for f in (n.get("files") or {}).values())
-        mine = {"agent": added, "other": 0} if "tool_call" in (n.get("by") or {}) else {"agent": 0, "other": added}
-        if total is not None:
-            total = {k: total[k] + mine[k] for k in mine}
-        if since is not None:
-            since = {k: since[k] + mine[k] for k in mine}
+        mine = _added(b, str(e.oid))
+        total = {k: total[k] + mine[k] for k in mine} if total is not None and mine is not None else None
+        since = {k: since[k] + mine[k] for k in mine} if since is not None and mine is not None else None
         if e.kind == "step":
             if since is not None:
                 out[str(e.oid)] = since
-            since = {"agent": 0, "other": 0}
-        else:
+            since = {"agent": 0, "other": 0}  # (a step without its note: the next step's span is whole)
+        elif mine is not None:
             out[str(e.oid)] = mine
     return out, total
+
+
+def _added(b: Blamer, oid: str) -> dict[str, int] | None:
+    n = b.note(oid) if b.has(oid) else None
+    if n is None:
+        return None
+    added = sum(int(f.get("added") or 0) for f in (n.get("files") or {}).values())
+    return {"agent": added, "other": 0} if "tool_call" in (n.get("by") or {}) else {"agent": 0, "other": added}
+
+
+def _shares_of(b: Blamer, tl: Timeline, only: set[str]) -> dict[str, dict[str, int]]:
+    """line_shares for `only`, newest first: a step's share is its own lines and those of the
+    commits after the step before it (unknown if one of them has no note)."""
+    out: dict[str, dict[str, int]] = {}
+    step: str | None = None  # the step whose span is being summed (older commits join it)
+    since: dict[str, int] | None = None
+    for e in tl.walk():
+        oid = str(e.oid)
+        if e.kind == "step":
+            if step is not None and since is not None:
+                out[step] = since
+            step = since = None
+            if not only:
+                break
+            if oid in only:
+                only.discard(oid)
+                step, since = oid, _added(b, oid)
+            continue
+        mine = _added(b, oid)
+        if oid in only:
+            only.discard(oid)
+            if mine is not None:
+                out[oid] = mine
+        if step is not None:
+            since = {k: since[k] + mine[k] for k in mine} if since is not None and mine is not None else None
+    if step is not None and since is not None:  # the first step: its span runs to the task's start
+        out[step] = since
+    return out
 
 
 def follow(repo: pygit2.Repository, tl: Timeline, oid: pygit2.Oid) -> bool:
