@@ -89,6 +89,13 @@ def test_chain_file_serves_the_next_process(ws, monkeypatch):
     assert [x["index"] for x in e.show(limit=200)["steps"]] == list(range(1, 11))
     assert len(set(parsed)) == 2  # the two new steps (the head also read by itself), then the file
     assert _same(e)[0][1:3] == ("step", 10)
+    loads: list = []
+    real = timeline._load_chain
+    monkeypatch.setattr(timeline, "_load_chain", lambda tl: loads.append(1) or real(tl))
+    timeline._chains.clear()
+    assert [x["index"] for x in e.log(limit=1)] == [10]  # a walk that stops early...
+    assert [x["index"] for x in e.log(limit=2)] == [10, 9]
+    assert len(loads) == 1  # ...still leaves the file's chain as the memo
 
 
 @pytest.mark.parametrize("craft", ["garbage", "unlinked", "bool step", "not to the start", "too big", "stale"])

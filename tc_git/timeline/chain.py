@@ -407,6 +407,9 @@ def _chain(tl: Timeline):
         hit = _chains.get(key)
     if hit is None:
         hit = _load_chain(tl)
+        if hit is not None:  # (a memo from now on, even if this walk stops early)
+            with _chains_lock:
+                _chains.setdefault(key, hit)
     if hit is not None and hit[0] == head:
         for kept in hit[1]:
             yield _fresh(kept)
