@@ -429,6 +429,16 @@ def _user_env(tmp_path, **extra):
     return clean_env(HOME=home, XDG_DATA_HOME=data, **knobs(hook_settle=0, hook_regrow=0.2), **extra), data
 
 
+def recorded(store: Path) -> bool:
+    """The recording into `store` is over: its log line ("worker: recorded ...", "PreCompact:
+    recorded ...") comes after record_session returns. The session's refs are published before
+    the projects index is written (trajectory/userstore.py), so a test that judged the store as
+    soon as the ref appeared could read the index, or fsck the store, while the detached worker
+    was still at it."""
+    log = store / "tc" / "hooks.log"
+    return (store / "HEAD").is_file() and log.is_file() and ": recorded " in log.read_text()
+
+
 def test_session_end_without_a_store_records_into_the_user_store(tmp_path):
     plain = tmp_path / "proj"
     plain.mkdir()
@@ -441,7 +451,7 @@ def test_session_end_without_a_store_records_into_the_user_store(tmp_path):
     assert r.elapsed < 1.5, f"SessionEnd took {r.elapsed:.2f}s: over its 1.5 s budget"
     store = data / "tc-git" / "store"
     main = "refs/checkpoints/sessions/claude-c64cc478-3430-40fe-8e9c-4ee9986e9754/main"
-    tip = wait_for(lambda: (store / "HEAD").is_file() and refs(store, main).get(main), timeout=30)
+    tip = wait_for(lambda: recorded(store) and refs(store, main).get(main), timeout=60)
     assert tip, "the worker did not record into the user-level store"
     assert len(git(store, "log", "--oneline", main).decode().splitlines()) == 37  # stock git reads it
     assert oct((data / "tc-git").stat().st_mode & 0o777) == "0o700"
@@ -524,7 +534,7 @@ def test_every_hook_in_a_directory_without_a_store(tmp_path, name):
         time.sleep(0.5)
         assert not data.exists(), f"{name} wrote {list(data.rglob('*'))[:5]}"
         return
-    tip = wait_for(lambda: (store / "HEAD").is_file() and refs(store, main).get(main), timeout=60)
+    tip = wait_for(lambda: recorded(store) and refs(store, main).get(main), timeout=60)
     assert tip, f"{name} did not record into the user-level store"
     lines = git(store, "log", "--format=%s", main).decode().splitlines()  # stock git reads it
     assert len(lines) == 37 if agent == "claude" else len(lines) > 100
