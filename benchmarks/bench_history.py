@@ -83,7 +83,10 @@ def measure(e, store: Path, step: int, saves: list[float], tmp: Path, cpu: list[
 
 
 def run(files: int, steps: int, checkpoints: list[int], compress: bool = True) -> dict:
+    from tc_git.base import settings
     from tc_git.engine import Engine
+
+    settings.install(settings.Settings.from_env())  # once, as every front end does (not per call)
 
     tmp = Path(tempfile.mkdtemp(prefix="tc-bench-history-"))
     ws = tmp / "ws"
