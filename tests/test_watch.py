@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 import pytest
@@ -84,8 +85,31 @@ def test_store_and_git_writes_do_not_wake_it(ws, task, watcher):
     assert drifts(ws) == []
 
 
+def busy_log(ws, drift: dict) -> bytes | None:
+    """busy.log as the drift recorded it."""
+    import pygit2
+
+    tree = pygit2.Repository(str(ws / ".checkpoints")).get(drift["commit"]).tree
+    return tree["busy.log"].data if "busy.log" in tree else None
+
+
 def test_partial_when_files_keep_changing(ws, task):
     w = DriftWatcher(interval=0.6, max_wait=1.5)
+    ticking = threading.Event()  # set while the watcher's thread looks at its roots or captures
+    real_tick = w._tick
+
+    def tick():
+        ticking.set()
+        try:
+            real_tick()
+        finally:
+            ticking.clear()
+
+    w._tick = tick
+
+    def idle() -> bool:  # (dirty first: a tick that clears it is then seen running, or is over)
+        return not w.status()["roots"][str(ws)]["dirty"] and not ticking.is_set()
+
     try:
         w.watch(task)
         time.sleep(0.3)
@@ -95,16 +119,24 @@ def test_partial_when_files_keep_changing(ws, task):
         end = time.monotonic() + 20
         partial: list[dict] = []
         i = 0
+        last = b""
         while not partial and time.monotonic() < end:
-            write(ws, "busy.log", f"line {i}\n" * (i + 1))
+            last = f"line {i}\n".encode() * (i + 1)
+            write(ws, "busy.log", last)
             i += 1
             time.sleep(0.15)
             if i % 4 == 0:
                 partial = [d for d in drifts(ws) if d["partial"]]
         assert partial, drifts(ws)
-        # once quiet, a final non-partial drift holds the last state
-        final = wait_for(lambda: [d for d in drifts(ws) if not d["partial"]], timeout=60)  # returns once there
-        assert final
+        # Once quiet, the last state is recorded: by a later capture, or by the partial one itself
+        # when it read busy.log after the last write (a slow capture on a loaded machine), which
+        # leaves nothing for another drift to record.
+        assert wait_for(lambda: (d := drifts(ws)) and busy_log(ws, d[-1]) == last and idle(), timeout=60), \
+            [(d["partial"], busy_log(ws, d)[:20]) for d in drifts(ws)]
+        # and a change made once the watcher is idle becomes a drift after the quiet period: not partial
+        write(ws, "busy.log", b"the end\n")
+        final = wait_for(lambda: [d for d in drifts(ws) if busy_log(ws, d) == b"the end\n"], timeout=60)
+        assert final and final[-1]["partial"] is False, final
     finally:
         w.stop()
 
