@@ -23,7 +23,8 @@ def e(ws):
     return eng
 
 
-def test_forced_pass_packs_every_loose_object_and_history_reads_the_same(e, ws):
+def test_forced_pass_packs_every_loose_object_and_history_reads_the_same(e, ws, monkeypatch):
+    monkeypatch.setattr(repack, "LOOSE_AUTO", 1 << 30)  # (no save packs them first: this pass does)
     for i in range(6):
         write(ws, f"d{i}/f.txt", f"{i}\n")
         e.save(f"s{i}")

@@ -61,6 +61,77 @@ def test_store_stays_within_twice_the_bundle_after_many_saves(tmp_path, monkeypa
     assert [x["index"] for x in e.show(limit=200)["steps"]][-1] == 91
 
 
+def _history(tmp_path, saves: int, files: int = 6, lines: int = 150):
+    """A task of `saves` saves, each editing the same three files (a line replaced, one added now
+    and then: sizes stay about the same, as an agent's edits), a drift every 10."""
+    ws = tmp_path / "ws"
+    rng = random.Random(7)
+    words = ["def", "return", "value", "items", "config", "index", "path", "data"]
+
+    def line() -> str:
+        return " ".join(rng.choice(words) for _ in range(8)) + f" {rng.random()}\n"
+
+    text = {f"src/m{i}.py": [line() for _ in range(lines)] for i in range(files)}
+    for rel, t in text.items():
+        write(ws, rel, "".join(t))
+    for i in range(40):  # files never edited: trees worth deltifying
+        write(ws, f"lib/d{i % 4}/f{i}.py", f"x = {i}\n")
+    e = Engine(ws)
+    e.init("compact")
+    e.save("first")
+    for i in range(saves):
+        for k in range(3):
+            t = text[f"src/m{k}.py"]
+            t[rng.randrange(len(t))] = line()
+            if i % 7 == k:
+                t.insert(rng.randrange(len(t)), line())
+            write(ws, f"src/m{k}.py", "".join(t))
+        e.save(f"step {i}")
+        if i % 10 == 9:
+            t = text[f"src/m{files - 1}.py"]
+            t[rng.randrange(len(t))] = line()
+            write(ws, f"src/m{files - 1}.py", "".join(t))
+            e.capture()
+    return e
+
+
+def test_a_long_history_stays_within_twice_its_bundle(tmp_path, monkeypatch):
+    """300 saves of the same few files, the store's own upkeep only: its objects stay within 2x
+    of a bundle of the same history (the roll-ups pack by path, so the versions of one file and
+    of one tree delta each other)."""
+    monkeypatch.setenv("TC_GIT", "off")
+    e = _history(tmp_path, 300)
+    store = str(e.store.path)
+    bundle = tmp_path / "h.bundle"
+    git(store, "bundle", "create", "-q", str(bundle), "--all")
+    assert _objects_bytes(store) <= 2 * bundle.stat().st_size, (_objects_bytes(store), bundle.stat().st_size)
+    git(store, "fsck", "--full", "--strict")
+
+
+def test_compress_writes_one_pack_of_deltas_git_accepts(tmp_path, monkeypatch):
+    """compress's pack: one, every object the refs and the private index name, the versions of
+    each file as deltas of each other (walked by path), stock git's fsck and verify-pack happy."""
+    monkeypatch.setenv("TC_GIT", "off")
+    e = _history(tmp_path, 60)
+    store = str(e.store.path)
+    r = e.compress(keep_seconds=0, minimum=0, maximum=1)
+    assert r["converted"] > 0, r
+    assert len(_packs(store)) == 1
+    git(store, "fsck", "--full", "--strict")
+    idx = os.path.join(store, "objects", "pack", _packs(store)[0][:-5] + ".idx")
+    rows = [ln.split() for ln in git(store, "verify-pack", "-v", idx).decode().splitlines()]
+    blobs = [row for row in rows if len(row) >= 5 and row[1] == "blob"]
+    deltas = [row for row in blobs if len(row) >= 7]  # (id, type, size, packed, offset, depth, base)
+    assert len(deltas) >= 150, (len(deltas), len(blobs))  # 3 files x 60 versions, nearly all deltas
+    bundle = tmp_path / "h.bundle"
+    git(store, "bundle", "create", "-q", str(bundle), "--all")
+    pack = os.path.getsize(idx[:-4] + ".pack")
+    assert pack <= 1.3 * bundle.stat().st_size, (pack, bundle.stat().st_size)
+    assert e.show(limit=5)["steps"]  # (the chain still reads)
+    e.save("after compress")
+    git(store, "fsck", "--full", "--strict")
+
+
 def test_geometric_split_keeps_a_progression():
     def packs(*counts):
         return [repack.Pack(f"pack-{i:040d}", c, c * 100, (i,)) for i, c in enumerate(counts)]

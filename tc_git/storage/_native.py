@@ -402,34 +402,34 @@ def pack_walk_to(repo: pygit2.Repository, tips, hides, write, _checked: bool = T
         lg.git_packbuilder_free(pb)
 
 
-def builder_into(repo: pygit2.Repository, pb: pygit2.PackBuilder, _checked: bool = True) -> tuple[int, str]:
-    """A pygit2 PackBuilder's pack indexed into `repo`'s objects/pack through `PackSink` (not
-    `pb.write`, one call in which libgit2 reads every object with the indexer's windows in force);
-    returns the object count and the pack's name (`pack-<its trailing checksum>`)."""
+def insert_walk(pb: pygit2.PackBuilder, repo: pygit2.Repository, tips) -> None:
+    """Every commit `tips` reach and all it holds into a pygit2 PackBuilder, walked by libgit2
+    (revwalk and insert_walk: each tree read once, each object with its path)."""
     from pygit2.ffi import ffi  # (pygit2's cffi handle of the builder)
 
-    lg = _require(PACK, _checked)
-    tail = b""
-    with PackSink(repo, _checked) as sink:
-        failed: list[BaseException] = []
+    lg = _require(PACK, True)
+    walk = ctypes.c_void_p()
+    check(lg.git_revwalk_new(ctypes.byref(walk), _repo_ptr(repo)))
+    try:
+        for t in tips:
+            check(lg.git_revwalk_push(walk, _raw(t)))
+        check(lg.git_packbuilder_insert_walk(ctypes.c_void_p(int(ffi.cast("uintptr_t", pb._packbuilder))), walk))
+    finally:
+        lg.git_revwalk_free(walk)
 
-        def chunk(ptr, size, _payload):
-            nonlocal tail
-            try:
-                data = ctypes.string_at(ptr, size)
-                tail = (tail + data)[-20:]
-                sink.append(data)
-                return 0
-            except BaseException as e:  # a full disk, a refused pack: libgit2 stops at a non-zero return
-                failed.append(e)
-                return -1
 
-        cb = _FOREACH(chunk)
-        rc = lg.git_packbuilder_foreach(ctypes.c_void_p(int(ffi.cast("uintptr_t", pb._packbuilder))), cb, None)
-        if failed:
-            raise failed[0]
-        check(rc)
-        return sink.commit(), "pack-" + tail.hex()
+def insert_named(pb: pygit2.PackBuilder, named) -> None:
+    """(id, path or None) pairs into a pygit2 PackBuilder, each with its path (pygit2's `add`
+    gives none: libgit2 then pairs objects for deltas by size alone)."""
+    from pygit2.errors import check_error
+    from pygit2.ffi import C, ffi
+
+    _require(PACK, True)
+    git_oid = ffi.new("git_oid *")
+    for oid, path in named:
+        ffi.buffer(git_oid)[:] = oid.raw
+        check_error(C.git_packbuilder_insert(pb._packbuilder, git_oid,
+                                             ffi.NULL if path is None else path.encode("utf-8", "surrogateescape")))
 
 
 def count_walk(repo: pygit2.Repository, tips, hides=()) -> int:

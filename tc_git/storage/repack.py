@@ -8,7 +8,10 @@ pack a writer puts in place, under the store's lock:
 
 - loose objects past LOOSE_AUTO (git's estimate from objects/17) go into one pack, deltified;
 - once more than PACKS_AUTO packs are not yet settled, the smallest ones are rolled into one new
-  pack by libgit2's pack builder, which searches deltas among all their objects. Which ones: git's
+  pack by libgit2's pack builder, which searches deltas among all their objects, each given with
+  its path in the history (`packs.builder`, `packs.paths`: the versions of one file or one tree
+  are tried against each other, as in git's repack; added by id alone they paired by size only,
+  and the store stayed at 1.7-2.2x its bundle). At most MERGE_MAX objects a call. Which ones: git's
   geometric split by object count (every pack kept at least FACTOR times the one below it), so
   each object is rewritten O(log n) times over a history. A pack of SETTLED objects or more (or
   SETTLED_BYTES) is settled: only `compress` rewrites it. That bounds the work of one call (the
@@ -45,17 +48,19 @@ from dataclasses import dataclass
 import pygit2
 
 from . import _native
+from . import packs as store_packs
 from .packwriter import _REC, STALE, _remove_stale, discard, index_file
 
 # loose objects (git gc --auto's first half: git estimates the loose count from objects/17 and packs
 # them past gc.auto=6700). libgit2 writes a save's commit and note (the notes tree: as large as the
 # history) as loose objects; left alone they were 8,806 files and 191 MB at 2,000 steps, and 724 of
 # them (11 MiB, three times the packs) when packed past an estimated 1,024.
-LOOSE_AUTO = 256  # estimated loose objects that make a save or a drift pack them
+LOOSE_AUTO = 64  # estimated loose objects that make a save or a drift pack them (4 KiB each on disk)
 LOOSE_BATCH = 4096  # at most this many per pass: a backlog is packed over several calls
-PACKS_AUTO = 16  # packs not yet settled allowed before the smallest are rolled up
+PACKS_AUTO = 8  # packs not yet settled allowed before the smallest are rolled up
 FACTOR = 2  # the geometric progression kept among those packs (git repack --geometric=2)
 SETTLED = 2048  # objects: a pack this large is not merged again before `compress` (bounds a pause)
+MERGE_MAX = 4096  # objects one roll-up writes at most (its pause: ~0.13 ms of CPU an object)
 SETTLED_BYTES = 32 << 20  # nor one this large on disk (large blobs: a long delta search)
 _COMPANIONS = (".keep", ".bitmap", ".rev", ".mtimes", ".promisor")  # a pack with one is left alone
 _KINDS = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
@@ -113,7 +118,7 @@ def pack_loose(repo: pygit2.Repository) -> int:
     os.makedirs(pack_dir, exist_ok=True)
     work = tempfile.mkdtemp(prefix="tmp-tc-roll-", dir=pack_dir)
     try:
-        name = _build(repo, [oid for _p, oid in found], work, pack_dir)
+        name = _build(repo, repo, [oid for _p, oid in found], work, pack_dir)
     except (pygit2.GitError, KeyError, ValueError, OSError):
         return 0
     finally:
@@ -215,6 +220,8 @@ def roll_up(repo: pygit2.Repository, packs_auto: int = PACKS_AUTO) -> int:
     if len(unsettled) <= packs_auto:
         return 0
     roll = geometric(unsettled)
+    while len(roll) > 2 and sum(p.count for p in roll) > MERGE_MAX:  # (the largest wait for a later call)
+        roll.pop()
     if len(roll) < 2:
         return 0
     _remove_stale(pack_dir)
@@ -238,7 +245,7 @@ def merge(repo: pygit2.Repository, chosen: list[Pack]) -> int:
                 if got is not None:
                     ids.update(dict.fromkeys(got))
             try:
-                name = _build(_private(work), list(ids), work, pack_dir)
+                name = _build(_private(work), repo, list(ids), work, pack_dir)
             except (pygit2.GitError, KeyError, ValueError, OSError):
                 if attempt:
                     return 0
@@ -312,14 +319,13 @@ def _readable_alone(p: Pack, work: str) -> bool:
         shutil.rmtree(solo, ignore_errors=True)
 
 
-def _build(src: pygit2.Repository, ids: list, work: str, pack_dir: str) -> str | None:
-    """libgit2's pack builder over `ids` (read from `src`), the pack written in `work`/out,
+def _build(src: pygit2.Repository, repo: pygit2.Repository, ids: list, work: str, pack_dir: str) -> str | None:
+    """The pack of `ids` (read from `src`), each named by its path in `repo`'s history
+    (`packs.paths`: versions of one file or tree delta each other), written in `work`/out,
     synced, then moved into `pack_dir` (`.pack` first). Returns its stem; None when it did not
     hold exactly the objects asked for (nothing moved then)."""
-    pb = pygit2.PackBuilder(src)
+    pb = store_packs.builder(src, named=store_packs.paths(repo, ids))
     try:
-        for oid in ids:
-            pb.add(oid)
         out = os.path.join(work, "out")
         os.mkdir(out)
         with _native.whole_windows():  # (libgit2's indexer writes the .idx)
