@@ -522,28 +522,28 @@ class Engine:
             return self._with_shares(tl, {"steps": [entry_dict(tl, e)], "drifts": [], "head": head.step,
                                           "next_cursor": None, "task_id": tl.task_id, "status": self._status(tl, head)})
         cursor = int(cursor or 0)
-        steps, drifts = [], []
+        chain = tl.entries()  # newest first, shared: read only
+        steps, drifts = [], []  # places in `chain`
         prev: dict = {}  # step commit -> the step (or init) before it: what its `files_changed` counts
         later = None
-        pos: dict = {}  # commit -> its place in the chain, newest 0 (`seq` below: oldest 0)
-        for e in tl.walk():
-            pos[e.oid] = len(pos)
-            if e.kind in ("step", "init"):
+        for i, e in enumerate(chain):
+            kind = e.kind
+            if kind == "step" or kind == "init":
                 if later is not None:
                     prev[later] = e.oid
-                later = e.oid if e.kind == "step" else None
-            if e.kind == "step" and e.step > cursor:
-                steps.append(e)
-            elif include_drift and e.kind in ("drift", "restore", "import", "close", "init"):
-                drifts.append(e)
-        steps.reverse()
-        drifts.reverse()
-        page = steps[:limit]
+                later = e.oid if kind == "step" else None
+            if kind == "step":
+                if e.step > cursor:
+                    steps.append(i)
+            elif include_drift and kind in ("drift", "restore", "import", "close", "init"):
+                drifts.append(i)
+        page = [chain[i] for i in reversed(steps[-limit:])] if steps else []
         more = len(steps) > limit
+        seq = {chain[i].oid: len(chain) - 1 - i for i in steps[-limit:] + drifts[:limit]}  # time order
 
         def view(e: Entry) -> EntryView:
             d = entry_dict(tl, e)
-            d["seq"] = len(pos) - 1 - pos[e.oid]  # time order even within one second
+            d["seq"] = seq[e.oid]  # time order even within one second
             return d
 
         def step_view(e: Entry) -> EntryView:
@@ -555,7 +555,7 @@ class Engine:
         out: ShowResult = {
             "task_id": tl.task_id, "status": self._status(tl, head), "head": head.step,
             "steps": [step_view(e) for e in page],
-            "drifts": [view(e) for e in drifts[-limit:]],
+            "drifts": [view(chain[i]) for i in reversed(drifts[:limit])],
             "drifts_omitted": max(0, len(drifts) - limit),
             "next_cursor": page[-1].step if more and page else None,
         }

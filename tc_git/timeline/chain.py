@@ -263,7 +263,7 @@ class Timeline:
         parsing, in the MCP server. Sound because a commit id fixes its whole first-parent
         ancestry: the memo is used only when its head is the current head or an ancestor of it."""
         if start is None:
-            yield from _chain(self)
+            yield from _chain(self, _fresh)
             return
         oid = start
         while oid is not None:
@@ -273,6 +273,11 @@ class Timeline:
                 return
             yield e
             oid = e.parent
+
+    def entries(self) -> list[Entry]:
+        """The whole chain newest first, as the memo holds it (no copies: ~1 us an entry saved,
+        10 ms at 10,000 steps): shared, so a caller reads them and never sets `record`."""
+        return list(_chain(self, lambda e: e))
 
     def find(self, ident: str) -> Entry:
         """One point of this task, by any id: a step (`3`, `s0003`), a drift (`d0002`), a restore
@@ -394,8 +399,8 @@ def _fresh(e: Entry) -> Entry:
     return Entry(e.oid, e.kind, e.step, e.drift, e.title, e.time, e.parent, {}, e.restore)
 
 
-def _chain(tl: Timeline):
-    """The timeline's entries newest first (copies, without notes), read lazily: the commits made
+def _chain(tl: Timeline, copy):
+    """The timeline's entries newest first (each through `copy`), read lazily: the commits made
     since the memo's head are parsed as the caller goes (a one-shot `log` of 50 reads 50), then
     the memo's entries follow. The memo is updated once the walk has joined it or reached the
     chain's start (a chain rewritten by compress or an import is read whole once). A process
@@ -412,7 +417,7 @@ def _chain(tl: Timeline):
                 _chains.setdefault(key, hit)
     if hit is not None and hit[0] == head:
         for kept in hit[1]:
-            yield _fresh(kept)
+            yield copy(kept)
         return
     known = hit[0] if hit is not None else None
     new: list[Entry] = []
@@ -422,7 +427,7 @@ def _chain(tl: Timeline):
         if got is None:
             break
         new.append(got)
-        yield _fresh(got)
+        yield copy(got)
         oid = got.parent
     joined = hit is not None and oid is not None and oid == known
     chain = new + hit[1] if joined and hit is not None else new
@@ -435,7 +440,7 @@ def _chain(tl: Timeline):
         _save_chain(tl, chain)
     if joined and hit is not None:
         for kept in hit[1]:
-            yield _fresh(kept)
+            yield copy(kept)
 
 
 # How many files each step changed against the step before it (`show`'s "files changed"): a
