@@ -161,6 +161,8 @@ def test_own_pack_keeps_the_handle(task, monkeypatch):
             super().__init__(*a, **kw)
 
     monkeypatch.setattr(store_mod.pygit2, "Repository", Counted)
+    monkeypatch.setattr(repack, "LOOSE_AUTO", 1 << 30)  # (no upkeep in between: one pack a save)
+    monkeypatch.setattr(repack, "PACKS_AUTO", 1 << 30)
     handles.enable()
     try:
         Engine(ws).save("warm")  # the handle is kept from here on
