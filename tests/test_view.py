@@ -49,13 +49,20 @@ def browser():
     b.close()
 
 
+def until(cond, seconds: float = 30.0):
+    """cond() once true, polled until a deadline (what the page does runs on Chromium's timers
+    and processes: on a loaded machine a fixed pause can end before it did), else its last value."""
+    end = time.monotonic() + seconds
+    while not (v := cond()) and time.monotonic() < end:
+        time.sleep(0.05)
+    return v
+
+
 def open_page(browser, url, **kw):
     p = browser.page(**kw)
     p.goto(url)
-    for _ in range(100):  # the script runs before `load`; this only guards against surprises
-        if p.js("document.documentElement.dataset.ready") == "1":
-            break
-        time.sleep(0.05)
+    # the script runs before `load`; this only guards against surprises
+    until(lambda: p.js("document.documentElement.dataset.ready") == "1")
     return p
 
 
@@ -203,19 +210,21 @@ def test_keyboard_search_and_fold(site, browser):
         assert p.js("document.activeElement.id") == "q"
         assert p.js("document.getElementById('q').value") == ""  # the '/' was not typed
         p.send("Input.insertText", {"text": "hostile"})
-        time.sleep(0.3)
-        # matches are listed in a results panel (rows never change display: fast at 10,000 rows)
-        found = p.js("[...document.querySelectorAll('.rlist li.res a')].map(a => [a.textContent, a.getAttribute('href')])")
+        # matches are listed in a results panel (rows never change display: fast at 10,000 rows),
+        # once the search's debounce timer ran
         third = "#c-" + site["commits"][3][:12]
-        assert ["step 3: third step: hostile text", third] in found
+        found = until(lambda: (f := p.js("[...document.querySelectorAll('.rlist li.res a')]"
+                                         ".map(a => [a.textContent, a.getAttribute('href')])"))
+                      and ["step 3: third step: hostile text", third] in f and f)
+        assert found and ["step 3: third step: hostile text", third] in found, found
         assert "match" in p.js("document.getElementById('count').textContent")
         assert p.js("getComputedStyle(document.querySelector('section')).display") == "none"
         p.key("Enter", "Enter", 13)  # leaves the box on the first result
         p.key("j", "KeyJ", 74)
         p.key("k", "KeyK", 75)
         p.key("Enter", "Enter", 13)  # opens it: the search closes and the row is selected
-        time.sleep(0.2)
-        assert p.js("document.documentElement.dataset.sel") == found[0][1][1:]
+        assert until(lambda: p.js("document.documentElement.dataset.sel") == found[0][1][1:]), \
+            p.js("document.documentElement.dataset.sel")
         assert p.js("document.querySelector('.results').hidden") is True
         p.key("/", "Slash", 191)
         p.send("Input.insertText", {"text": "zzz-nothing"})
@@ -259,12 +268,6 @@ def test_request_monitor_and_csp_really_work(site, browser, tmp_path):
     with_csp = text.replace("<main", img + "<main", 1)
     (tmp_path / "no-csp.html").write_text(no_csp, encoding="utf-8")
     (tmp_path / "csp.html").write_text(with_csp, encoding="utf-8")
-    def until(cond, seconds=5.0):
-        end = time.monotonic() + seconds
-        while not cond() and time.monotonic() < end:
-            time.sleep(0.05)
-        return cond()
-
     p = open_page(browser, (tmp_path / "no-csp.html").as_uri())
     try:
         assert until(lambda: any("tc-view-probe.invalid" in r["request"]["url"]
