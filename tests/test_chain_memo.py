@@ -127,3 +127,32 @@ def test_chain_file_that_does_not_fit_is_not_used(ws, monkeypatch, craft):
     timeline._chains.clear()
     assert _same(e) == truth
     assert [x["title"] for x in e.show()["steps"]] == [f"s{i}" for i in range(6)]
+
+
+def test_reading_notes_keeps_no_memory(ws):
+    """A long-lived server reads notes again and again (every show lists up to 50): reading them
+    must not keep anything per lookup (a pygit2 `tree[name]` kept every name asked for: ~90
+    bytes a lookup, 2 MiB per 25,000)."""
+    import gc
+    import tracemalloc
+
+    e = _task(ws, 12)
+    oids = [x.oid for x in e._timeline().walk()]
+
+    def read_all():
+        for _ in range(20):
+            tl = timeline.Timeline(e.repo, e._timeline().task_id)  # a new instance: as a new call
+            assert all(tl.record(o).get("kind") for o in oids)
+
+    read_all()  # warm-up: caches fill
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for _ in range(10):
+            read_all()
+        gc.collect()
+        grown = sum(s.size_diff for s in tracemalloc.take_snapshot().compare_to(before, "filename"))
+    finally:
+        tracemalloc.stop()
+    assert grown < 64 << 10, f"{grown} bytes kept after {10 * 20 * len(oids)} note reads"
