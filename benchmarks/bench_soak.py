@@ -78,7 +78,8 @@ async def soak(ws: Path, files: int, rounds: int, max_seconds: float, watch_inte
     root = str(ws)
     status, err = tmp / "server.status", tmp / "server.err"
     marker = tmp.name
-    env = clean_env(TC_WATCH="on", TC_WATCH_INTERVAL=str(watch_interval), TC_GIT="off", TC_SOAK_RUN=marker)
+    env = clean_env(TC_WATCH="on", TC_WATCH_INTERVAL=str(watch_interval), TC_GIT="off", TC_SOAK_RUN=marker,
+                    **({"TC_TEST_SETTINGS": os.environ["SOAK_SETTINGS"]} if os.environ.get("SOAK_SETTINGS") else {}))
     cmd = f"'{sys.executable}' -m tc_git 2>'{err}'; echo $? >'{status}'"
     params = StdioServerParameters(command="sh", args=["-c", cmd], env=env, cwd=root)
     calls: list[dict] = []
