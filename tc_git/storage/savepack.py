@@ -11,25 +11,19 @@ objects writes them loose as before (a pack per one-file save would only make mo
 Crash safety, stock `git fsck` the judge: nothing names an object before `finish()` returns; a
 killed save leaves a `tmp-tc-*` file (removed after packwriter.STALE seconds) or a `.pack`
 without its `.idx` (invisible to git and libgit2, which find packs by their `.idx`; settled by a
-later consolidation once stale: `_settle_orphan`). Durability: a save's pack is fsync'd only
+later roll-up once stale: `repack._settle_orphan`). Durability: a save's pack is fsync'd only
 with TC_RESTORE_FSYNC=all (as the restore's files and journal, and then libgit2's loose objects
-and refs: store.fsync_gitdir), so a power loss may take the last saves but nothing older; a consolidation's pack always
-is (with the directory), before the packs it replaces are unlinked.
+and refs: store.fsync_gitdir), so a power loss may take the last saves but nothing older; a roll-up's pack always is
+(with the directory), before the packs it replaces are unlinked.
 
-Packs stay few: once more than MAX_SMALL packs below SMALL_BYTES hold only whole objects (what
-this module and packwriter write), `consolidate` copies their objects, compressed as they are,
-into one new pack, puts it in place, and only then removes the old ones, `.idx` first (as git's
-repack does): at every moment each object is in a pack git can find. A pack is merged only when
-it holds exactly what its `.idx` says, each entry inflated and hashed to the id the index gives
-(CRCs, both checksums, no byte unaccounted for); anything else (deltas, damage, a planted pack
-whose index lies, a FIFO under a pack's name) is left as it is, so a bad copy never replaces a
-good one (`tests/test_pack_hostile.py`). Readers that had an old pack open keep their mapping;
-libgit2 and git look in the next pack or rescan the directory when one vanished under them.
+Packs stay few: repack.auto, run at the end of the save under the store's lock, rolls the
+small packs into larger ones with deltas (git's geometric repack; repack.py says how, and why a
+crash at any point leaves every object in a pack git can find).
 
 The store's kept handle reopens when `objects/pack` changes (store.py: a repack or an import by
 anyone): a pack this process added under the store lock is recorded (`handles.own_pack_change`)
-so that the next call keeps its handle and its parsed index. A consolidation removes packs: it is
-not recorded, and handles reopen once.
+so that the next call keeps its handle and its parsed index. A roll-up removes packs: it is not
+recorded, and handles reopen once.
 """
 from __future__ import annotations
 

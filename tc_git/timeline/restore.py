@@ -483,10 +483,10 @@ def _write_rows(ws: wsfs.Writer, read, rows, which, creating, written) -> list[t
 JOURNAL = "restore-journal.json"
 # The restore point and the restore commit, with their notes, as one small pack each
 # (Timeline.append's `packed`: 4 new inodes instead of ~9, ~2-5 ms of CPU less per commit on this
-# busy ext4) is off: every pack counts towards savepack's consolidation limit, and a restore then
-# made 3 packs instead of 1, so the store was consolidated every ~10 restores instead of ~30 (at
-# 10k files a consolidation of 31 packs, 8 MB, cost 121 ms of CPU): more than the packs saved.
-# Worth turning on once consolidation leaves such tiny packs out of its count.
+# busy ext4) is off: every pack counts towards the packs that trigger a roll-up (repack.PACKS_AUTO),
+# and a restore then made 3 packs instead of 1, so the store was rolled up ~3x as often (measured
+# with the older consolidation: 31 packs, 8 MB at 10k files, 121 ms of CPU): more than the packs
+# saved. Worth turning on once roll-ups leave such tiny packs out of their count.
 PACKED_COMMITS = False
 
 
