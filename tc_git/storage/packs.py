@@ -28,6 +28,7 @@ from ..base import validate
 from ..base.errors import BadInput, Unavailable
 from ..base.settings import child_env
 from . import _native
+from .trees import TREE_ENTRY
 
 CHUNK = 4 << 20
 
@@ -156,7 +157,6 @@ def paths(repo: pygit2.Repository, ids) -> list[tuple[pygit2.Oid, str | None]]:
     asked for was written before, and so was all below it). Raw objects and ids, not pygit2's (a
     pygit2 entry per file costs ~10x more). The time a roll-up spends here grows with what it
     packs, not with the history."""
-    from .trees import TREE_ENTRY  # (trees -> savepack -> repack -> here)
 
     want = {oid.raw for oid in ids}
     out: dict[bytes, str | None] = {}

@@ -11,7 +11,11 @@ from typing import NamedTuple, Protocol
 import pygit2
 from pygit2.enums import FileMode
 
-from . import savepack
+
+class TreeSink(Protocol):
+    """Where patch_tree writes the trees it builds (TreeSink: into the save's pack)."""
+
+    def add_tree(self, data: bytes) -> pygit2.Oid: ...
 
 
 class Patched(Protocol):
@@ -30,7 +34,7 @@ class _Conflict(Exception):
 
 
 def patch_tree(repo: pygit2.Repository, base: pygit2.Oid, edits: dict,
-               objects: savepack.SavePack | None = None, olds: dict | None = None) -> pygit2.Oid | None:
+               objects: TreeSink | None = None, olds: dict | None = None) -> pygit2.Oid | None:
     """The tree of an index that held `base` and then had `edits` applied (path -> (blob id,
     mode) added or replaced, None removed), writing only the trees on the edited paths; empty
     directories vanish, as in write_tree(). None when an edit changes a path's kind (a file
@@ -89,7 +93,7 @@ def patch_tree(repo: pygit2.Repository, base: pygit2.Oid, edits: dict,
         return None
 
 
-def _patch_raw(repo: pygit2.Repository, base: bytes | None, root: dict, objects: savepack.SavePack,
+def _patch_raw(repo: pygit2.Repository, base: bytes | None, root: dict, objects: TreeSink,
                olds: dict | None = None) -> bytes | None:
     """patch_tree's walk on raw tree records (mode, name, raw id); new trees into `objects`. A
     directory whose edits only replace or remove records, all of them already in libgit2's
