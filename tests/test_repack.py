@@ -53,9 +53,12 @@ def test_store_stays_within_twice_the_bundle_after_many_saves(tmp_path, monkeypa
     bundle = tmp_path / "h.bundle"
     git(store, "bundle", "create", "-q", str(bundle), "--all")
     git(store, "bundle", "verify", "-q", str(bundle))
-    # rolled up with deltas: ~2.3x here, the newest saves (not yet rolled up, whole objects, and
-    # the indexes) weighing much in so short a history (1.4x at 1,000 steps: history.md)
-    assert _objects_bytes(store) <= 3 * bundle.stat().st_size, (_objects_bytes(store), bundle.stat().st_size)
+    # rolled up with deltas, but in so short a history the newest saves (not yet rolled up: whole
+    # objects, their indexes, the loose ones) weigh much, and how much depends on where the roll-up
+    # cycle stands when the test ends (the loose estimate samples object ids, which hold the
+    # commit times): 1.2x to 3.1x over 14 runs. Whole objects only (no roll-ups) are ~10x; the ~2x
+    # claim is the longer history's test below.
+    assert _objects_bytes(store) <= 4 * bundle.stat().st_size, (_objects_bytes(store), bundle.stat().st_size)
     assert len(_packs(store)) <= 2 * repack.PACKS_AUTO + 2
     git(store, "fsck", "--full", "--strict")
     assert [x["index"] for x in e.show(limit=200)["steps"]][-1] == 91
