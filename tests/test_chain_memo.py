@@ -2,6 +2,8 @@
 commits themselves: after new commits, after a walk stopped early, after compress rewrote it."""
 from __future__ import annotations
 
+import os
+
 import pytest
 from conftest import write
 
@@ -98,7 +100,8 @@ def test_chain_file_serves_the_next_process(ws, monkeypatch):
     assert len(loads) == 1  # ...still leaves the file's chain as the memo
 
 
-@pytest.mark.parametrize("craft", ["garbage", "unlinked", "bool step", "not to the start", "too big", "stale"])
+@pytest.mark.parametrize("craft", ["garbage", "unlinked", "bool step", "not to the start", "too big", "stale",
+                                   "fifo", "symlink"])
 def test_chain_file_that_does_not_fit_is_not_used(ws, monkeypatch, craft):
     """A damaged, planted or outdated chain file changes nothing: the commits are read instead."""
     import json
@@ -120,6 +123,13 @@ def test_chain_file_that_does_not_fit_is_not_used(ws, monkeypatch, craft):
         path.write_text(json.dumps({"version": 1, "rows": rows[:3]}))
     elif craft == "too big":
         monkeypatch.setattr(timeline, "CHAIN_FILE_MAX", 100)
+    elif craft in ("fifo", "symlink"):  # planted in the file's place: never blocks, never followed
+        path.unlink()
+        if craft == "fifo":
+            os.mkfifo(path)
+        else:
+            (path.parent / "elsewhere.json").write_text(json.dumps({"version": 1, "rows": rows[:3]}))
+            path.symlink_to("elsewhere.json")
     elif craft == "stale":  # compress rewrote the chain after the file was written
         monkeypatch.setattr(timeline, "CHAIN_FILE_AFTER", 10**6)
         e.compress(keep_seconds=0, minimum=0, maximum=1)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import threading
 import time
 from collections import OrderedDict
@@ -524,12 +525,14 @@ def _save_chain(tl: Timeline, chain: list[Entry]) -> None:
 
 
 def _load_chain(tl: Timeline) -> tuple[pygit2.Oid, list[Entry]] | None:
-    path = _chain_path(tl)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        if os.path.getsize(path) > CHAIN_FILE_MAX:
-            return None
-        with open(path, encoding="utf-8") as f:
-            rows = json.load(f)["rows"]
+        fd = os.open(_chain_path(tl), flags)  # (a FIFO planted there must not block the reader)
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > CHAIN_FILE_MAX:
+                return None
+            rows = json.loads(f.read(CHAIN_FILE_MAX + 1))["rows"]
         chain = [Entry(oid=pygit2.Oid(hex=o), kind=k, step=n, drift=d, title=t, time=float(w),
                        parent=pygit2.Oid(hex=p) if p else None, restore=r)
                  for o, k, n, d, t, w, p, r in rows]
